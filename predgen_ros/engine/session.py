@@ -1,0 +1,332 @@
+"""The dialogue session: timed transcript events in, sentences out.
+
+A driver (the benchmark's virtual clock, or the ROS node's worker thread)
+feeds `partial`, `final` and `end_of_turn` events and calls `step()` while
+`has_work()`.  Each step runs at most ONE forward pass, so a newer transcript
+interrupts work within one pass.  Steps return emissions:
+
+  ("candidate", s)  speculative first sentence (pre-synthesize, do not play)
+  ("commit", s)     the first sentence, final: speak it now
+  ("sentence", s)   each following sentence of the reply
+  ("done", reply)   the whole reply
+
+The three policies differ only in what a new transcript does:
+  baseline    ignores transcripts until the end of turn, then generates;
+  preemptive  restarts its reply from scratch on every changed transcript
+              (reusing the prompt's KV cache, like prefix caching);
+  predgen     verifies its candidate against the new prompt in one pass,
+              keeps the accepted prefix and extends it.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .decode import ar_step, greedy_next, jacobi_step, ngram_draft
+from .lm import KVState, LanguageModel
+from .sentences import SentenceRules, split_first_sentence
+from .verify import verify_candidate
+
+log = logging.getLogger(__name__)
+
+POLICIES = ("baseline", "preemptive", "predgen")
+VERIFIERS = ("exact", "topk")
+DECODERS = ("ar", "jacobi")
+
+
+class ConfigError(ValueError):
+    """An invalid engine setting; the message names it and the allowed values."""
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    policy: str = "predgen"
+    verifier: str = "topk"
+    top_k: int = 3
+    decoder: str = "ar"
+    jacobi_block: int = 8          # tokens per Jacobi iteration (1 exact + guesses)
+    margin_tokens: int = 2         # speculate this far past the first sentence
+    max_new_tokens: int = 256      # whole reply; 0 = stop after the first sentence
+    sentence: SentenceRules = field(default_factory=SentenceRules)
+
+    def __post_init__(self):
+        for name, value, allowed in (
+            ("policy", self.policy, POLICIES),
+            ("verifier", self.verifier, VERIFIERS),
+            ("decoder", self.decoder, DECODERS),
+        ):
+            if value not in allowed:
+                raise ConfigError(f"unknown {name} {value!r}: choose one of {', '.join(allowed)}")
+        if self.top_k < 1:
+            raise ConfigError(f"top_k must be >= 1, got {self.top_k}")
+        if self.jacobi_block < 1:
+            raise ConfigError(f"jacobi_block must be >= 1, got {self.jacobi_block}")
+
+    @property
+    def accept_k(self) -> int:
+        return 1 if self.verifier == "exact" else self.top_k
+
+
+@dataclass
+class TurnStats:
+    """What happened in one turn, with times from the session's clock."""
+
+    user_text: str = ""
+    t_first_partial: float | None = None
+    t_final: float | None = None
+    t_end_of_turn: float | None = None
+    t_commit: float | None = None
+    passes: list[tuple[float, float]] = field(default_factory=list)  # (start, stop) of each forward pass
+    rounds: int = 0                  # verifications (predgen) or restarts (preemptive, baseline)
+    final_accepted: int | None = None  # candidate tokens kept by the verification against the final
+    final_candidate: int | None = None
+    decode_tokens: int = 0
+    decode_seconds: float = 0.0
+    jacobi_passes: int = 0
+    jacobi_tokens: int = 0
+    prompt_ids: list[int] = field(default_factory=list)
+    first_sentence: str = ""
+    first_sentence_ids: list[int] = field(default_factory=list)
+    reply: str = ""
+
+    def passes_between(self, start: float, stop: float) -> list[tuple[float, float]]:
+        return [p for p in self.passes if p[1] > start and p[0] < stop]
+
+
+class Session:
+    """One dialogue: multi-turn history, a KV cache, and one policy."""
+
+    def __init__(self, lm: LanguageModel, config: EngineConfig, clock: Callable[[], float]):
+        self.lm = lm
+        self.config = config
+        self.clock = clock
+        self.state = KVState(lm)
+        self.history: list[tuple[str, str]] = []
+        self._start_turn()
+
+    # ---------------------------------------------------------------- events
+    def partial(self, text: str, t: float) -> None:
+        """The full current hypothesis of the utterance (may rewrite or shrink)."""
+        text = " ".join(text.split())
+        if not text:
+            return
+        if self.turn.t_end_of_turn is not None:
+            self._finish_turn()  # the user speaks again: a new turn begins
+        if self.turn.t_first_partial is None:
+            self.turn.t_first_partial = t
+        self._latest = text
+        if self.config.policy != "baseline":
+            self._set_target(text)
+
+    def final(self, text: str, t: float) -> None:
+        text = " ".join(text.split()) or self._latest
+        if not text or (self.turn.t_final is not None and text == self.turn.user_text):
+            return  # nothing heard, or a duplicated final
+        if self.turn.t_end_of_turn is not None:
+            self._finish_turn()
+        self._latest = text
+        self.turn.user_text = text
+        self.turn.t_final = t
+        if self.config.policy != "baseline":
+            self._set_target(text)
+
+    def end_of_turn(self, t: float) -> None:
+        """The robot may speak from now on."""
+        if not self._latest or self.turn.t_end_of_turn is not None:
+            return
+        if self.turn.t_final is None:
+            self.final(self._latest, t)
+        self.turn.t_end_of_turn = t
+        self._set_target(self.turn.user_text)
+
+    def reset(self) -> None:
+        """Forget the history (the KV cache is kept: it is cropped on demand)."""
+        self.history.clear()
+        self._start_turn()
+
+    # ------------------------------------------------------------------ work
+    def has_work(self) -> bool:
+        if self._done:
+            return False
+        return self._needs_sync or self._wants_token() or self._ready_to_commit()
+
+    def step(self) -> list[tuple[str, str]]:
+        """At most one forward pass, then the emissions it made possible."""
+        start = self.clock()
+        passes = self.lm.stats.passes
+        if self._needs_sync:
+            self._sync()
+        elif self._wants_token():
+            self._decode()
+        if self.lm.stats.passes > passes:
+            self.turn.passes.append((start, self.clock()))
+        return self._emissions()
+
+    # ------------------------------------------------------------- internals
+    def _start_turn(self) -> None:
+        self.turn = TurnStats()
+        self._latest = ""
+        self._prompt: list[int] = []         # the prompt we should be answering
+        self._synced_prompt: list[int] = []  # the prompt the cache currently starts with
+        self._needs_sync = False
+        self._finished = False   # the reply reached a stop token or its length cap
+        self._committed = False
+        self._done = False
+        self._spoken = 0         # characters of the reply already emitted as sentences
+        self._candidate = ""
+        self._draft: list[int] = []
+        self._analysis: tuple[int, tuple[str, int] | None] | None = None  # (cache version, first sentence)
+        self._version = 0        # bumped by every change of the cache
+
+    def _finish_turn(self) -> None:
+        if self._committed and not self._done:  # interrupted: keep what was said
+            self.history.append((self.turn.user_text, self._reply_text()))
+        self._start_turn()
+
+    def _set_target(self, text: str) -> None:
+        prompt = self.lm.prompt_ids(text, self.history)
+        if prompt != self._prompt:
+            self._prompt = prompt
+            self._needs_sync = True
+            self.turn.prompt_ids = prompt
+
+    @property
+    def _reply_ids(self) -> list[int]:
+        return self.state.tokens[len(self._synced_prompt):]
+
+    def _pending(self) -> list[int]:
+        """The greedy next token, known from the last pass without another one."""
+        if self.state.next_logits is None:
+            return []
+        token = greedy_next(self.state)
+        return [] if token in self.lm.stop_ids else [token]
+
+    def _sync(self) -> None:
+        """Bring the cache in line with a changed prompt (one pass)."""
+        self._needs_sync = False
+        self.turn.rounds += 1
+        if self.config.policy == "predgen" and self._synced_prompt:
+            candidate = self._reply_ids + self._pending()
+            kept = verify_candidate(self.state, self._prompt, candidate, self.config.accept_k)
+            self._draft = candidate[kept + 1:]  # the rejected tail seeds the next Jacobi block
+            if self.turn.t_final is not None:
+                self.turn.final_accepted, self.turn.final_candidate = kept, len(candidate)
+        else:
+            keep = self.state.sync_prefix(self._prompt)
+            if keep < len(self._prompt):
+                self.state.append(self._prompt[keep:])
+            self._draft = []
+        self._synced_prompt = self._prompt
+        self._version += 1
+        self._update_finished()
+
+    def _decode(self) -> None:
+        start = self.clock()
+        if self.config.decoder == "jacobi":
+            draft = self._draft or ngram_draft(self.state.tokens, self.config.jacobi_block - 1)
+            result = jacobi_step(self.state, draft[: self.config.jacobi_block - 1], self.lm.stop_ids)
+            self._draft = result.next_draft
+            self.turn.jacobi_passes += 1
+            self.turn.jacobi_tokens += len(result.accepted)
+            self.turn.decode_tokens += len(result.accepted)
+        else:
+            ar_step(self.state)
+            self.turn.decode_tokens += 1
+        self.turn.decode_seconds += self.clock() - start
+        self._version += 1
+        self._update_finished()
+
+    def _update_finished(self) -> None:
+        stop = self.state.next_logits is not None and greedy_next(self.state) in self.lm.stop_ids
+        cap = self.config.max_new_tokens
+        capped = cap > 0 and len(self._reply_ids) >= cap
+        if capped and len(self._reply_ids) > cap:  # speculation ran past the cap: drop the excess
+            self.state.crop(len(self._synced_prompt) + cap)
+        self._finished = stop or capped
+
+    def _reply_text(self, with_pending: bool = False) -> str:
+        return self.lm.decode(self._reply_ids + (self._pending() if with_pending else []))
+
+    def _first_sentence(self) -> tuple[str, int] | None:
+        """(first sentence, its end in the reply text) if complete, else None."""
+        if self._needs_sync or not self._synced_prompt:
+            return None
+        if self._analysis is None or self._analysis[0] != self._version:
+            self._analysis = (self._version, self._split_first_sentence())
+        return self._analysis[1]
+
+    def _split_first_sentence(self) -> tuple[str, int] | None:
+        text = self._reply_text(with_pending=True)
+        long_enough = len(self._reply_ids) >= self.config.sentence.max_tokens
+        split = split_first_sentence(text, self.config.sentence, finished=self._finished or long_enough)
+        if split is None and self._finished and not text.strip():
+            return "", len(text)  # the model ended its reply at once
+        return None if split is None else (split[0], len(text) - len(split[1]))
+
+    def _sentence_ids(self, end: int) -> list[int]:
+        """Shortest prefix of the reply tokens (plus the pending one) covering text[:end]."""
+        ids = self._reply_ids + self._pending()
+        for n in range(1, len(ids) + 1):
+            if len(self.lm.decode(ids[:n])) >= end:
+                return ids[:n]
+        return ids
+
+    def _wants_token(self) -> bool:
+        if self._needs_sync or not self._synced_prompt or self._finished:
+            return False
+        if self._committed:
+            return self.config.max_new_tokens > 0
+        split = self._first_sentence()
+        if split is None:
+            return True
+        if self.turn.t_end_of_turn is not None or self.config.policy != "predgen":
+            return False  # commit now / wait for the end of turn
+        after = len(self._reply_ids) - len(self._sentence_ids(split[1]))
+        return after < self.config.margin_tokens
+
+    def _ready_to_commit(self) -> bool:
+        return not self._committed and self.turn.t_end_of_turn is not None and self._first_sentence() is not None
+
+    def _emissions(self) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        if not self._committed:
+            split = self._first_sentence()
+            if split is None:
+                return out
+            if self.turn.t_end_of_turn is None:
+                if split[0] != self._candidate:
+                    self._candidate = split[0]
+                    out.append(("candidate", split[0]))
+                return out
+            self._commit(*split)
+            out.append(("commit", split[0]))
+        return out + self._following_sentences()
+
+    def _commit(self, sentence: str, end: int) -> None:
+        self._committed = True
+        self.turn.t_commit = self.clock()
+        self.turn.first_sentence = sentence
+        self.turn.first_sentence_ids = self._sentence_ids(end)
+        self._spoken = end
+
+    def _following_sentences(self) -> list[tuple[str, str]]:
+        """Sentences after the first, as they complete; then the whole reply."""
+        if self.config.max_new_tokens == 0:
+            return self._close_turn(self.turn.first_sentence)
+        out = []
+        text = self._reply_text(with_pending=not self._finished)
+        while split := split_first_sentence(text[self._spoken:], self.config.sentence, finished=self._finished):
+            if not split[0]:
+                break
+            out.append(("sentence", split[0]))
+            self._spoken = len(text) - len(split[1])
+        if self._finished:
+            out += self._close_turn(text.strip())
+        return out
+
+    def _close_turn(self, reply: str) -> list[tuple[str, str]]:
+        self.turn.reply = reply
+        self._done = True
+        self.history.append((self.turn.user_text, reply))
+        return [("done", reply)]

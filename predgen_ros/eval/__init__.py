@@ -1,0 +1,1 @@
+"""Evaluation: question streams, the virtual-clock benchmark, reports."""

@@ -1,0 +1,266 @@
+"""Side-by-side latency benchmark of the policies on a virtual clock (DESIGN.md §4-5).
+
+Every policy answers the same questions with the same loaded model, sentence
+detector and Piper voice.  Events happen at their scheduled times; compute
+advances the clock by its measured wall time; idle gaps are skipped.  Every
+latency is measured from the end of user speech, including any wait for work
+that was in flight when the user stopped.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..audio.tts import PiperSynthesizer
+from ..engine.lm import LanguageModel
+from ..engine.session import EngineConfig, Session, TurnStats
+from .clock import VirtualClock
+from .questions import Question, TimedEvent, speak
+
+
+@dataclass
+class TurnRecord:
+    qid: str
+    policy: str
+    speech_s: float
+    audio_latency_s: float
+    ttfs_s: float
+    nfe_tfs: int
+    input_nfe: int
+    input_llm_s: float
+    rounds: int
+    final_accepted: int | None
+    final_candidate: int | None
+    decode_tokens: int
+    decode_s: float
+    jacobi_passes: int
+    jacobi_tokens: int
+    first_sentence: str
+    first_sentence_logprob: float
+    matches_baseline: bool | None = None
+    first_sentence_ids: list[int] = field(default_factory=list, repr=False)
+    prompt_ids: list[int] = field(default_factory=list, repr=False)
+
+
+def deliver(session: Session, event: TimedEvent) -> None:
+    if event.kind == "partial":
+        session.partial(event.text, event.t)
+    elif event.kind == "final":
+        session.final(event.text, event.t)
+    else:
+        session.end_of_turn(event.t)
+
+
+def run_turn(session: Session, tts: PiperSynthesizer, events: list[TimedEvent], clock: VirtualClock) -> float:
+    """Play one utterance into the session; returns the time of the first audio.
+
+    Candidate sentences are pre-synthesized when the LLM has nothing to do;
+    their synthesis time is spent on the same clock (one shared CPU).
+    """
+    pending = deque(events)
+    candidate = None
+    first_audio = None
+    while True:
+        while pending and pending[0].t <= clock():
+            deliver(session, pending.popleft())
+        if session.has_work():
+            for kind, text in session.step():
+                if kind == "candidate":
+                    candidate = text
+                elif kind == "commit":
+                    if text:
+                        tts.synthesize(text)  # instant when pre-synthesized
+                    first_audio = clock()
+                elif kind == "done":
+                    return first_audio
+        elif candidate is not None:
+            tts.synthesize(candidate)
+            candidate = None
+        elif pending:
+            clock.skip_to(pending[0].t)
+        else:
+            raise RuntimeError("the session went idle without a reply")
+
+
+def turn_record(question: Question, policy: str, turn: TurnStats, t_end: float, first_audio: float, lm: LanguageModel) -> TurnRecord:
+    before_end = [p for p in turn.passes if p[0] < t_end]
+    return TurnRecord(
+        qid=question.qid,
+        policy=policy,
+        speech_s=t_end,
+        audio_latency_s=first_audio - t_end,
+        ttfs_s=turn.t_commit - t_end,
+        nfe_tfs=len(turn.passes_between(turn.t_final, turn.t_commit)),
+        input_nfe=len(before_end),
+        input_llm_s=sum(min(stop, t_end) - start for start, stop in before_end),
+        rounds=turn.rounds,
+        final_accepted=turn.final_accepted,
+        final_candidate=turn.final_candidate,
+        decode_tokens=turn.decode_tokens,
+        decode_s=turn.decode_seconds,
+        jacobi_passes=turn.jacobi_passes,
+        jacobi_tokens=turn.jacobi_tokens,
+        first_sentence=turn.first_sentence,
+        first_sentence_logprob=lm.mean_logprob(turn.prompt_ids, turn.first_sentence_ids),
+        first_sentence_ids=turn.first_sentence_ids,
+        prompt_ids=turn.prompt_ids,
+    )
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    pos = (len(ordered) - 1) * q
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def summarize(records: list[TurnRecord], policies: list[str]) -> dict:
+    """Per policy aggregates; speedups are per-turn ratios against baseline."""
+    baseline = {r.qid: r for r in records if r.policy == "baseline"}
+    summary = {}
+    for policy in policies:
+        rows = [r for r in records if r.policy == policy]
+        latency = [r.audio_latency_s for r in rows]
+        speedups = [baseline[r.qid].audio_latency_s / r.audio_latency_s for r in rows if r.qid in baseline and r.audio_latency_s > 0]
+        matches = [r.matches_baseline for r in rows if r.matches_baseline is not None]
+        jacobi_passes = sum(r.jacobi_passes for r in rows)
+        decode_s = sum(r.decode_s for r in rows)
+        summary[policy] = {
+            "turns": len(rows),
+            "audio_latency_p50_s": percentile(latency, 0.5),
+            "audio_latency_p90_s": percentile(latency, 0.9),
+            "audio_latency_mean_s": statistics.fmean(latency),
+            "ttfs_p50_s": percentile([r.ttfs_s for r in rows], 0.5),
+            "ttfs_p90_s": percentile([r.ttfs_s for r in rows], 0.9),
+            "ttfs_mean_s": statistics.fmean(r.ttfs_s for r in rows),
+            "speedup_vs_baseline_p50": percentile(speedups, 0.5) if speedups else None,
+            "first_sentence_match": statistics.fmean(matches) if matches else None,
+            "first_sentence_logprob_mean": statistics.fmean(r.first_sentence_logprob for r in rows if r.first_sentence_ids),
+            "nfe_tfs_p50": percentile([r.nfe_tfs for r in rows], 0.5),
+            "input_nfe_mean": statistics.fmean(r.input_nfe for r in rows),
+            "llm_load": sum(r.input_llm_s for r in rows) / sum(r.speech_s for r in rows),
+            "precomputed_share": statistics.fmean(r.nfe_tfs <= 1 for r in rows),
+            "jacobi_tokens_per_iteration": sum(r.jacobi_tokens for r in rows) / jacobi_passes if jacobi_passes else None,
+            "decode_tokens_per_s": sum(r.decode_tokens for r in rows) / decode_s if decode_s else None,
+        }
+    return summary
+
+
+def near_tie_report(records: list[TurnRecord], lm: LanguageModel, policy: str) -> list[dict]:
+    """For each first sentence that differs from baseline's: where the tokens part
+    and the logit gap between the two choices under the complete prompt."""
+    baseline = {r.qid: r for r in records if r.policy == "baseline"}
+    report = []
+    for r in records:
+        if r.policy != policy or r.matches_baseline is not False:
+            continue
+        ours, theirs = r.first_sentence_ids, baseline[r.qid].first_sentence_ids
+        split = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
+        entry = {"qid": r.qid, "position": split, "policy_sentence": r.first_sentence, "baseline_sentence": baseline[r.qid].first_sentence}
+        if split < min(len(ours), len(theirs)):
+            logits = lm.token_logits(r.prompt_ids + ours[:split], [ours[split]])[0]
+            entry["logit_gap"] = float(logits[theirs[split]] - logits[ours[split]])
+            entry["tokens"] = [lm.decode([ours[split]]), lm.decode([theirs[split]])]
+        report.append(entry)
+    return report
+
+
+def mark_matches(records: list[TurnRecord]) -> None:
+    baseline = {r.qid: r.first_sentence for r in records if r.policy == "baseline"}
+    for r in records:
+        if r.qid in baseline:
+            r.matches_baseline = r.first_sentence == baseline[r.qid]
+
+
+@dataclass
+class BenchSettings:
+    policies: list[str]
+    config: EngineConfig
+    chars_per_second: float = 10.0
+    endpoint_delay: float = 0.0
+
+
+def run_bench(lm: LanguageModel, tts: PiperSynthesizer, questions: list[Question], settings: BenchSettings, progress=None) -> list[TurnRecord]:
+    """All policies on all questions; one session per policy on the shared model."""
+    from dataclasses import replace
+
+    clock = VirtualClock()
+    sessions = {p: Session(lm, replace(settings.config, policy=p), clock) for p in settings.policies}
+    records = []
+    for question in questions:
+        events, t_end = speak(question.text, settings.chars_per_second, settings.endpoint_delay)
+        for policy, session in sessions.items():
+            session.reset()
+            tts.clear()  # no policy may reuse audio another one synthesized
+            clock.reset()
+            first_audio = run_turn(session, tts, events, clock)
+            records.append(turn_record(question, policy, session.turn, t_end, first_audio, lm))
+            if progress:
+                progress(question, policy)
+    mark_matches(records)
+    return records
+
+
+def format_table(summary: dict) -> str:
+    def fmt(value, spec):
+        return "-" if value is None else format(value, spec)
+
+    header = (
+        f"{'policy':<11} {'audio p50':>9} {'p90':>6} {'mean':>6} {'TTFS p50':>8} {'speedup':>7} {'NFE-TFS':>7} "
+        f"{'in-NFE':>6} {'load':>5} {'match':>5} {'logprob':>7} {'jac t/it':>8} {'dec t/s':>7}"
+    )
+    lines = [header, "-" * len(header)]
+    for policy, s in summary.items():
+        lines.append(
+            f"{policy:<11} {s['audio_latency_p50_s']:>8.3f}s {s['audio_latency_p90_s']:>6.3f} {s['audio_latency_mean_s']:>6.3f} "
+            f"{s['ttfs_p50_s']:>7.3f}s {fmt(s['speedup_vs_baseline_p50'], '>6.2f')}x {s['nfe_tfs_p50']:>7.1f} "
+            f"{s['input_nfe_mean']:>6.1f} {s['llm_load']:>5.2f} {fmt(s['first_sentence_match'], '>5.0%')} "
+            f"{s['first_sentence_logprob_mean']:>7.3f} {fmt(s['jacobi_tokens_per_iteration'], '>8.2f')} {fmt(s['decode_tokens_per_s'], '>7.1f')}"
+        )
+    return "\n".join(lines)
+
+
+def write_outputs(out: Path, records: list[TurnRecord], summary: dict, meta: dict, ties: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps({**summary, "_settings": meta, "_mismatches": ties}, indent=2))
+    with open(out / "turns.csv", "w", newline="") as f:
+        rows = [{k: v for k, v in asdict(r).items() if k not in ("first_sentence_ids", "prompt_ids")} for r in records]
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    plot_latency(out / "latency.png", records, list(summary))
+
+
+def plot_latency(path: Path, records: list[TurnRecord], policies: list[str]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (cdf, bars) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for policy in policies:
+        values = sorted(r.audio_latency_s for r in records if r.policy == policy)
+        cdf.step(values, [(i + 1) / len(values) for i in range(len(values))], where="post", label=policy)
+    cdf.set_xlabel("audio latency from end of speech (s)")
+    cdf.set_ylabel("share of turns")
+    cdf.set_title("Latency CDF")
+    cdf.legend()
+    qids = list(dict.fromkeys(r.qid for r in records))
+    width = 0.8 / len(policies)
+    for i, policy in enumerate(policies):
+        lat = {r.qid: r.audio_latency_s for r in records if r.policy == policy}
+        bars.bar([j + i * width for j in range(len(qids))], [lat[q] for q in qids], width, label=policy)
+    bars.set_xlabel("turn")
+    bars.set_ylabel("audio latency (s)")
+    bars.set_title("Per turn")
+    bars.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,25 @@
+from glob import glob
+
+from setuptools import find_packages, setup
+
+PACKAGE = "predgen_ros"
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    packages=find_packages(exclude=["test"]),
+    package_data={PACKAGE: ["data/mt_bench/*"]},
+    data_files=[
+        ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
+        (f"share/{PACKAGE}", ["package.xml"]),
+        (f"share/{PACKAGE}/config", glob("config/*.yaml")),
+    ],
+    install_requires=["setuptools"],
+    zip_safe=True,
+    maintainer="predgen_ros maintainers",
+    maintainer_email="predgen-ros@example.com",
+    description="Speculative LLM replies for ROS 2 voice dialogue (PredGen).",
+    license="Apache-2.0",
+    tests_require=["pytest"],
+    entry_points={"console_scripts": [f"predgen-ros = {PACKAGE}.cli:main"]},
+)

@@ -1,0 +1,60 @@
+"""Shared fixtures: the real tokenizer with a tiny random model (fast, exact
+arithmetic in float64), and the real SmolLM2 for end-to-end tests."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from predgen_ros.engine.lm import LanguageModel
+from predgen_ros.engine.models import load_pretrained, resolve_model_dir
+from predgen_ros.engine.session import EngineConfig, Session
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(resolve_model_dir(None))
+
+
+@pytest.fixture(scope="session")
+def tiny_lm(tokenizer):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=48, intermediate_size=96, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+    )
+    model = LlamaForCausalLM(config).to(torch.float64).eval()
+    # Random weights give near-uniform logits; scale the output layer so the
+    # greedy choice is well separated and float64 passes agree exactly.
+    with torch.no_grad():
+        model.lm_head.weight.mul_(40.0)
+    return LanguageModel(model, tokenizer)
+
+
+@pytest.fixture(scope="session")
+def smollm():
+    model, tok = load_pretrained(None, "cpu", "float32")
+    return LanguageModel(model, tok)
+
+
+class StepClock:
+    """A clock that advances one unit per reading: deterministic times for tests."""
+
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        self.t += 0.001
+        return self.t
+
+
+@pytest.fixture
+def make_session():
+    def make(lm, **overrides):
+        return Session(lm, EngineConfig(**overrides), StepClock())
+
+    return make

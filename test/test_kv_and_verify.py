@@ -1,0 +1,69 @@
+"""The KV cache always equals a fresh encoding of the kept tokens; verifiers
+accept exactly what their rule allows."""
+import random
+
+import torch
+from transformers import DynamicCache
+
+from predgen_ros.engine.lm import KVState
+from predgen_ros.engine.verify import accepted_length, verify_candidate
+
+
+def fresh_kv(lm, tokens):
+    cache = DynamicCache()
+    logits = lm.forward(tokens, cache)
+    return cache, logits[-1]
+
+
+def assert_cache_matches(state):
+    cache, last = fresh_kv(state.lm, state.tokens)
+    assert state.cache.get_seq_length() == len(state.tokens)
+    for layer, fresh in zip(state.cache.layers, cache.layers):
+        torch.testing.assert_close(layer.keys, fresh.keys, rtol=1e-9, atol=1e-9)
+        torch.testing.assert_close(layer.values, fresh.values, rtol=1e-9, atol=1e-9)
+    if state.next_logits is not None:
+        torch.testing.assert_close(state.next_logits, last, rtol=1e-7, atol=1e-7)
+
+
+def test_cache_equals_fresh_encoding_after_crops_and_verification(tiny_lm):
+    rng = random.Random(1)
+    state = KVState(tiny_lm)
+    prompt = tiny_lm.prompt_ids("What is the capital of France")
+    state.append(prompt)
+    for _ in range(12):
+        words = rng.sample("what is the capital of france and why is it so famous today".split(), 6)
+        new_prompt = tiny_lm.prompt_ids(" ".join(words))
+        candidate = [rng.randrange(len(tiny_lm.tokenizer)) for _ in range(rng.randint(0, 8))]
+        kept = verify_candidate(state, new_prompt, candidate, top_k=rng.choice([1, 3]))
+        assert state.tokens == new_prompt + candidate[:kept]
+        assert_cache_matches(state)
+        state.crop(rng.randint(1, len(state.tokens)))
+        assert_cache_matches(state)
+        state.sync_prefix(new_prompt)
+        state.append(new_prompt[len(state.tokens):])
+        assert_cache_matches(state)
+
+
+def test_exact_verifier_accepts_only_argmax_prefix():
+    logits = torch.tensor([[0.0, 5.0, 1.0], [3.0, 0.0, 1.0], [0.0, 1.0, 2.0]])
+    assert accepted_length(logits, [1, 0, 2], top_k=1) == 3
+    assert accepted_length(logits, [1, 2, 2], top_k=1) == 1
+    assert accepted_length(logits, [], top_k=1) == 0
+
+
+def test_topk_never_accepts_a_token_outside_the_top_k():
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(200):
+        k = int(torch.randint(1, 6, (1,), generator=gen))
+        logits = torch.randn(10, 50, generator=gen)
+        candidate = torch.randint(0, 50, (10,), generator=gen).tolist()
+        # plant top-k tokens in a random prefix so acceptance is not always 0
+        depth = int(torch.randint(0, 11, (1,), generator=gen))
+        for j in range(depth):
+            candidate[j] = int(logits[j].topk(k).indices[int(torch.randint(0, k, (1,), generator=gen))])
+        n = accepted_length(logits, candidate, top_k=k)
+        assert n >= depth
+        for j in range(n):
+            assert candidate[j] in logits[j].topk(k).indices.tolist()
+        if n < len(candidate):
+            assert candidate[n] not in logits[n].topk(k).indices.tolist()

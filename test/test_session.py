@@ -1,0 +1,118 @@
+"""Policies behind the session API, on a tiny random model (float64)."""
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from predgen_ros.engine.decode import ar_step
+from predgen_ros.engine.lm import KVState
+from predgen_ros.engine.sentences import SentenceRules
+from predgen_ros.engine.session import ConfigError, EngineConfig
+
+WORDS = "what is the capital of france and why is it so famous robot please tell me about paris".split()
+RULES = SentenceRules(min_chars=10, fallback_chars=60, max_tokens=8)
+
+
+def run(session, partials, final, steps_between):
+    """Deliver partials, running some steps after each (work may be cut short)."""
+    emissions = []
+    for text, steps in zip(partials, steps_between):
+        session.partial(text, 0.0)
+        for _ in range(steps):
+            if session.has_work():
+                emissions += session.step()
+    session.final(final, 1.0)
+    session.end_of_turn(1.0)
+    for _ in range(500):
+        if not session.has_work():
+            break
+        emissions += session.step()
+    assert not session.has_work(), "the session never finished the turn"
+    return emissions
+
+
+def greedy_reply(lm, text, n):
+    state = KVState(lm)
+    prompt = lm.prompt_ids(text)
+    state.append(prompt)
+    out = []
+    while len(out) < n and int(state.next_logits.argmax()) not in lm.stop_ids:
+        out += ar_step(state)
+    return out
+
+
+utterances = st.lists(st.sampled_from(WORDS), min_size=2, max_size=9)
+
+
+@st.composite
+def partial_sequences(draw):
+    """Partials growing towards the final, with revisions of earlier words and shrinkage."""
+    final_words = draw(utterances)
+    partials = []
+    for n in range(1, len(final_words) + 1):
+        words = list(final_words[:n])
+        if draw(st.booleans()) and n > 1:  # the ASR rewrites an earlier word
+            words[draw(st.integers(0, n - 2))] = draw(st.sampled_from(WORDS))
+        if draw(st.integers(0, 4)) == 0 and n > 2:  # or shrinks the hypothesis
+            words = words[: n - 2]
+        partials.append(" ".join(words))
+    steps = draw(st.lists(st.integers(0, 4), min_size=len(partials), max_size=len(partials)))
+    return partials, " ".join(final_words), steps
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(partial_sequences())
+def test_exact_predgen_commits_the_baseline_greedy_reply(tiny_lm, make_session, case):
+    partials, final, steps = case
+    config = dict(verifier="exact", max_new_tokens=10, sentence=RULES)
+    predgen = make_session(tiny_lm, policy="predgen", **config)
+    baseline = make_session(tiny_lm, policy="baseline", **config)
+    run(predgen, partials, final, steps)
+    run(baseline, partials, final, steps)
+    assert predgen.turn.first_sentence == baseline.turn.first_sentence
+    assert predgen.turn.reply == baseline.turn.reply
+    expected = greedy_reply(tiny_lm, final, 10)
+    assert predgen.state.tokens[len(predgen.turn.prompt_ids):] == expected
+
+
+def test_emissions_come_in_order_and_candidates_before_the_end(tiny_lm, make_session):
+    session = make_session(tiny_lm, policy="predgen", max_new_tokens=24, sentence=RULES)
+    emissions = run(session, ["tell", "tell me", "tell me about"], "tell me about paris", [6, 6, 6])
+    kinds = [k for k, _ in emissions]
+    assert "candidate" in kinds[: kinds.index("commit")]
+    assert kinds.count("commit") == 1 and kinds[-1] == "done"
+    spoken = [t for k, t in emissions if k in ("commit", "sentence")]
+    assert " ".join(spoken).split() == emissions[-1][1].split()
+
+
+def test_baseline_does_no_work_before_the_end_of_turn(tiny_lm, make_session):
+    session = make_session(tiny_lm, policy="baseline", sentence=RULES, max_new_tokens=0)
+    session.partial("what is the capital", 0.0)
+    assert not session.has_work()
+    session.final("what is the capital of france", 1.0)
+    assert not session.has_work()
+    session.end_of_turn(1.5)
+    assert session.has_work()
+
+
+def test_preemptive_reuses_its_reply_only_for_the_same_transcript(tiny_lm, make_session):
+    session = make_session(tiny_lm, policy="preemptive", sentence=RULES, max_new_tokens=0)
+    run(session, ["what is the capital of france"], "what is the capital of france", [50])
+    assert session.turn.rounds == 1  # the final equalled the partial: no restart
+    session.reset()
+    run(session, ["what is the capital of france"], "what is the capital of spain", [50])
+    assert session.turn.rounds == 2
+
+
+def test_history_is_used_on_the_next_turn(tiny_lm, make_session):
+    session = make_session(tiny_lm, policy="predgen", sentence=RULES, max_new_tokens=6)
+    run(session, ["hello robot"], "hello robot", [5])
+    first_reply = session.turn.reply
+    run(session, ["and paris"], "and paris", [5])
+    assert session.history[0] == ("hello robot", first_reply)
+    assert session.turn.prompt_ids == tiny_lm.prompt_ids("and paris", [("hello robot", first_reply)])
+
+
+@pytest.mark.parametrize("field, value", [("policy", "fastest"), ("verifier", "fuzzy"), ("decoder", "beam"), ("top_k", 0)])
+def test_bad_settings_are_named(field, value):
+    with pytest.raises(ConfigError, match=field):
+        EngineConfig(**{field: value})
