@@ -214,14 +214,14 @@ def format_table(summary: dict) -> str:
 
     header = (
         f"{'policy':<11} {'audio p50':>9} {'p90':>6} {'mean':>6} {'TTFS p50':>8} {'speedup':>7} {'NFE-TFS':>7} "
-        f"{'in-NFE':>6} {'load':>5} {'match':>5} {'logprob':>7} {'jac t/it':>8} {'dec t/s':>7}"
+        f"{'pre':>4} {'in-NFE':>6} {'load':>5} {'match':>5} {'logprob':>7} {'jac t/it':>8} {'dec t/s':>7}"
     )
     lines = [header, "-" * len(header)]
     for policy, s in summary.items():
         lines.append(
             f"{policy:<11} {s['audio_latency_p50_s']:>8.3f}s {s['audio_latency_p90_s']:>6.3f} {s['audio_latency_mean_s']:>6.3f} "
             f"{s['ttfs_p50_s']:>7.3f}s {fmt(s['speedup_vs_baseline_p50'], '>6.2f')}x {s['nfe_tfs_p50']:>7.1f} "
-            f"{s['input_nfe_mean']:>6.1f} {s['llm_load']:>5.2f} {fmt(s['first_sentence_match'], '>5.0%')} "
+            f"{s['precomputed_share']:>4.0%} {s['input_nfe_mean']:>6.1f} {s['llm_load']:>5.2f} {fmt(s['first_sentence_match'], '>5.0%')} "
             f"{s['first_sentence_logprob_mean']:>7.3f} {fmt(s['jacobi_tokens_per_iteration'], '>8.2f')} {fmt(s['decode_tokens_per_s'], '>7.1f')}"
         )
     return "\n".join(lines)
