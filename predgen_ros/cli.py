@@ -27,8 +27,8 @@ def _policy_list(text: str) -> list[str]:
 
 def _add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=None, help="local Hugging Face model folder (default: embedded SmolLM2-135M-Instruct)")
-    parser.add_argument("--device", default="auto", help="auto, cpu or cuda[:N] (default: auto)")
-    parser.add_argument("--dtype", default="auto", help="auto (float32 on CPU, float16 on CUDA), float32, float16, bfloat16")
+    parser.add_argument("--device", default=None, help="auto, cpu or cuda[:N] (default: auto)")
+    parser.add_argument("--dtype", default=None, help="auto (float32 on CPU, float16 on CUDA), float32, float16, bfloat16")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,10 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--questions", type=Path, default=None, help="MT-Bench .jsonl or a text file, one question a line (default: MT-Bench turn 1)")
     bench.add_argument("--limit", type=int, default=None, help="only the first N questions")
     bench.add_argument("--policies", type=_policy_list, default=list(POLICIES), help="comma-separated, from baseline,preemptive,predgen")
-    bench.add_argument("--verifier", choices=VERIFIERS, default="topk", help="topk (default, the paper's setting) or exact (lossless)")
-    bench.add_argument("--k", type=int, default=3, help="K of the top-K verifier (default 3)")
-    bench.add_argument("--decoder", choices=DECODERS, default="ar", help="ar (default) or jacobi")
-    bench.add_argument("--jacobi-block", type=int, default=8, help="tokens per Jacobi iteration (default 8)")
+    bench.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file whose predgen_node section sets the defaults (e.g. config/predgen.yaml)")
+    bench.add_argument("--verifier", choices=VERIFIERS, default=None, help="topk (default, the paper's setting) or exact (lossless)")
+    bench.add_argument("--k", type=int, default=None, help="K of the top-K verifier (default 3)")
+    bench.add_argument("--decoder", choices=DECODERS, default=None, help="ar (default) or jacobi")
+    bench.add_argument("--jacobi-block", type=int, default=None, help="tokens per Jacobi iteration (default 8)")
     bench.add_argument("--endpoint-delay", type=float, default=0.0, help="seconds from the final transcript to the end of turn (default 0)")
     bench.add_argument("--chars-per-minute", type=float, default=600.0, help="speaking rate of the simulated user (default 600)")
     bench.add_argument("--max-new-tokens", type=int, default=0, help="reply length; 0 (default) stops after the first sentence")
@@ -51,24 +52,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _bench_params(args: argparse.Namespace) -> dict:
+    """Defaults, then the parameter file, then the options given on the command line."""
+    from .engine.params import read_params_file
+
+    params = read_params_file(args.params) if args.params else {}
+    given = {
+        "verifier.kind": args.verifier, "verifier.k": args.k, "decoder.kind": args.decoder,
+        "decoder.jacobi_block": args.jacobi_block, "model.path": args.model, "model.device": args.device, "model.dtype": args.dtype,
+    }
+    params.update({name: value for name, value in given.items() if value is not None})
+    params["generation.max_new_tokens"] = args.max_new_tokens  # the benchmark measures the first sentence
+    return params
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from .audio.tts import PiperSynthesizer
     from .engine.lm import LanguageModel
     from .engine.models import load_pretrained
-    from .engine.session import EngineConfig
+    from .engine.params import engine_config
     from .eval import bench
     from .eval.questions import load_questions
 
     if args.limit is not None and args.limit < 1:
         raise ConfigError(f"--limit must be >= 1, got {args.limit}")
     questions = load_questions(args.questions, args.limit)
-    config = EngineConfig(
-        verifier=args.verifier, top_k=args.k, decoder=args.decoder, jacobi_block=args.jacobi_block, max_new_tokens=args.max_new_tokens
-    )
+    config, model_params = engine_config(_bench_params(args))
     policies = args.policies if "baseline" in args.policies else ["baseline"] + args.policies
-    model, tokenizer = load_pretrained(args.model, args.device, args.dtype)
+    model, tokenizer = load_pretrained(model_params.path, model_params.device, model_params.dtype)
     lm = LanguageModel(model, tokenizer)
     tts = PiperSynthesizer()
     settings = bench.BenchSettings(policies, config, args.chars_per_minute / 60.0, args.endpoint_delay)
@@ -77,14 +90,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     summary = bench.summarize(records, policies)
     ties = {p: bench.near_tie_report(records, lm, p) for p in policies if p != "baseline"}
     meta = {
-        "questions": len(questions), "verifier": args.verifier, "k": args.k, "decoder": args.decoder,
-        "endpoint_delay_s": args.endpoint_delay, "chars_per_minute": args.chars_per_minute,
-        "model": args.model or "smollm2-135m-instruct", "device": str(lm.device), "dtype": str(model.dtype),
+        "questions": len(questions), "verifier": config.verifier, "k": config.top_k, "decoder": config.decoder,
+        "jacobi_block": config.jacobi_block, "endpoint_delay_s": args.endpoint_delay, "chars_per_minute": args.chars_per_minute,
+        "model": model_params.path or "smollm2-135m-instruct", "device": str(lm.device), "dtype": str(model.dtype),
     }
-    print(f"\n{len(questions)} questions, verifier={args.verifier}{f' K={args.k}' if args.verifier == 'topk' else ''}, "
-          f"decoder={args.decoder}, endpoint delay={args.endpoint_delay}s, device={lm.device}")
+    print(f"\n{len(questions)} questions, verifier={config.verifier}{f' K={config.top_k}' if config.verifier == 'topk' else ''}, "
+          f"decoder={config.decoder}, endpoint delay={args.endpoint_delay}s, device={lm.device}")
     print(bench.format_table(summary))
-    for policy, rows in ties.items():
+    for policy, rows in ties.items() if config.verifier == "exact" else ():  # top-K differs by design
         for row in rows:
             gap = f"logit gap {row['logit_gap']:.4f} ({row['tokens'][0]!r} vs baseline {row['tokens'][1]!r})" if "logit_gap" in row else "length differs"
             print(f"  {policy} q{row['qid']}: first sentence differs at token {row['position']}: {gap}")

@@ -177,6 +177,7 @@ class Session:
         self._candidate = ""
         self._draft: list[int] = []
         self._analysis: tuple[int, tuple[str, int] | None] | None = None  # (cache version, first sentence)
+        self._ids_memo: tuple[int, int, list[int]] | None = None           # (cache version, end, its tokens)
         self._version = 0        # bumped by every change of the cache
 
     def _finish_turn(self) -> None:
@@ -266,11 +267,11 @@ class Session:
 
     def _sentence_ids(self, end: int) -> list[int]:
         """Shortest prefix of the reply tokens (plus the pending one) covering text[:end]."""
-        ids = self._reply_ids + self._pending()
-        for n in range(1, len(ids) + 1):
-            if len(self.lm.decode(ids[:n])) >= end:
-                return ids[:n]
-        return ids
+        if self._ids_memo is None or self._ids_memo[:2] != (self._version, end):
+            ids = self._reply_ids + self._pending()
+            n = next((n for n in range(1, len(ids) + 1) if len(self.lm.decode(ids[:n])) >= end), len(ids))
+            self._ids_memo = (self._version, end, ids[:n])
+        return self._ids_memo[2]
 
     def _wants_token(self) -> bool:
         if self._needs_sync or not self._synced_prompt or self._finished:

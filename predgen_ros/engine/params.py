@@ -1,0 +1,81 @@
+"""Engine settings from dotted parameter names (`verifier.k`, `model.device`, ...).
+
+One mapping serves the ROS node (its declared parameters) and the CLI (the
+same YAML file), so a parameter travels from the YAML to the decode loop here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .sentences import SentenceRules
+from .session import ConfigError, EngineConfig
+
+ENGINE_PARAMS: dict[str, tuple[Any, str]] = {
+    "policy": ("predgen", "baseline | preemptive | predgen"),
+    "model.path": ("", "local Hugging Face model folder; empty = embedded SmolLM2-135M-Instruct"),
+    "model.device": ("auto", "auto | cpu | cuda[:N]"),
+    "model.dtype": ("auto", "auto | float32 | float16 | bfloat16"),
+    "verifier.kind": ("topk", "topk (the paper's setting) | exact (lossless)"),
+    "verifier.k": (3, "K of the top-K verifier"),
+    "decoder.kind": ("ar", "ar | jacobi"),
+    "decoder.jacobi_block": (8, "tokens per Jacobi iteration"),
+    "generation.margin_tokens": (2, "speculate this many tokens past the first sentence"),
+    "generation.max_new_tokens": (256, "reply length in tokens; 0 = first sentence only"),
+    "sentence.min_chars": (20, "shorter first sentences are merged with the next"),
+    "sentence.fallback_chars": (160, "unpunctuated replies are cut at a word boundary here"),
+    "sentence.max_tokens": (64, "at most this many tokens before a first sentence is forced"),
+}
+
+
+@dataclass(frozen=True)
+class ModelParams:
+    path: str | None
+    device: str
+    dtype: str
+
+
+def _flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
+    flat = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        flat.update(_flatten(value, name + ".") if isinstance(value, dict) else {name: value})
+    return flat
+
+
+def read_params_file(path: str | Path, node: str = "predgen_node") -> dict[str, Any]:
+    """The dotted parameters of `node` in a ROS 2 parameter YAML file."""
+    import yaml
+
+    path = Path(path)
+    try:
+        tree = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"parameter file not found: {path}") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    section = (tree or {}).get(node, {}).get("ros__parameters") if isinstance(tree, dict) else None
+    if not isinstance(section, dict):
+        raise ConfigError(f"{path}: no '{node}: ros__parameters:' section")
+    params = _flatten(section)
+    unknown = sorted(set(params) - set(ENGINE_PARAMS))
+    if unknown:
+        raise ConfigError(f"{path}: unknown parameter {', '.join(unknown)} (known: {', '.join(ENGINE_PARAMS)})")
+    return params
+
+
+def engine_config(params: dict[str, Any]) -> tuple[EngineConfig, ModelParams]:
+    """EngineConfig and model choice from dotted parameters (defaults for missing ones)."""
+    p = {name: params.get(name, default) for name, (default, _) in ENGINE_PARAMS.items()}
+    config = EngineConfig(
+        policy=p["policy"],
+        verifier=p["verifier.kind"],
+        top_k=int(p["verifier.k"]),
+        decoder=p["decoder.kind"],
+        jacobi_block=int(p["decoder.jacobi_block"]),
+        margin_tokens=int(p["generation.margin_tokens"]),
+        max_new_tokens=int(p["generation.max_new_tokens"]),
+        sentence=SentenceRules(int(p["sentence.min_chars"]), int(p["sentence.fallback_chars"]), int(p["sentence.max_tokens"])),
+    )
+    return config, ModelParams(p["model.path"] or None, p["model.device"], p["model.dtype"])

@@ -1,0 +1,39 @@
+"""config/predgen.yaml and the dotted parameter names map onto the engine."""
+from pathlib import Path
+
+import pytest
+
+from predgen_ros.engine.params import ENGINE_PARAMS, engine_config, read_params_file
+from predgen_ros.engine.session import ConfigError, EngineConfig
+
+CONFIG = Path(__file__).resolve().parents[1] / "config" / "predgen.yaml"
+
+
+def test_shipped_yaml_is_complete_and_known():
+    params = read_params_file(CONFIG)
+    assert set(params) == set(ENGINE_PARAMS)
+
+
+def test_defaults_agree_with_the_engine():
+    config, model = engine_config({})
+    assert config == EngineConfig()
+    assert (model.path, model.device, model.dtype) == (None, "auto", "auto")
+
+
+def test_values_reach_the_engine_config():
+    config, model = engine_config({"verifier.kind": "exact", "decoder.kind": "jacobi", "sentence.min_chars": 5, "model.device": "cpu"})
+    assert config.accept_k == 1 and config.decoder == "jacobi" and config.sentence.min_chars == 5 and model.device == "cpu"
+
+
+def test_a_typo_in_the_yaml_is_named(tmp_path):
+    bad = tmp_path / "p.yaml"
+    bad.write_text(CONFIG.read_text().replace("jacobi_block", "jacoby_block"))
+    with pytest.raises(ConfigError, match="decoder.jacoby_block"):
+        read_params_file(bad)
+
+
+def test_a_file_without_the_node_section_is_named(tmp_path):
+    bad = tmp_path / "p.yaml"
+    bad.write_text("other_node:\n  ros__parameters: {}\n")
+    with pytest.raises(ConfigError, match="predgen_node"):
+        read_params_file(bad)
