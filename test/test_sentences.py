@@ -47,3 +47,12 @@ def test_fallback_cuts_unpunctuated_text_at_a_word():
     first, rest = split_first_sentence(text, RULES)
     assert len(first) <= RULES.fallback_chars and not first.endswith("wor")
     assert first + rest.rstrip() == text.rstrip() or text.startswith(first)
+
+
+def test_the_answer_for_a_longer_text_equals_the_first_prefix_that_had_one():
+    """Policies decode different lengths; the cut must not depend on that."""
+    text = ("This answer rambles on without a stop for quite a long while and keeps going past the fallback "
+            "length before it finally ends here. Then more.")
+    first = next(split_first_sentence(text[:n], RULES) for n in range(1, len(text) + 1) if split_first_sentence(text[:n], RULES))
+    assert split_first_sentence(text, RULES)[0] == split_first_sentence(text + " And more text. Yes.", RULES)[0]
+    assert split_first_sentence(text, RULES)[0] == first[0]

@@ -61,7 +61,10 @@ def sentence_end(text: str, rules: SentenceRules, finished: bool = False) -> int
     is a sentence.
     """
     start = len(text) - len(text.lstrip())
-    for i in range(start, len(text)):
+    # Only ends within fallback_chars count: the answer for a longer text then
+    # equals the answer for the first prefix that had one, so every policy cuts
+    # the same sentence however far it happened to decode.
+    for i in range(start, min(len(text), start + rules.fallback_chars)):
         ch = text[i]
         if ch == "\n" and i > start and len(text[start:i].strip()) >= rules.min_chars:
             return i

@@ -258,12 +258,22 @@ class Session:
         return self._analysis[1]
 
     def _split_first_sentence(self) -> tuple[str, int] | None:
-        text = self._reply_text(with_pending=True)
-        long_enough = len(self._reply_ids) >= self.config.sentence.max_tokens
-        split = split_first_sentence(text, self.config.sentence, finished=self._finished or long_enough)
-        if split is None and self._finished and not text.strip():
+        # Look at most one token past the cap, so the cut never depends on how
+        # far a policy happened to speculate.
+        cap = self.config.sentence.max_tokens
+        reply = self._reply_ids if self._finished else self._reply_ids + self._pending()
+        ids = reply[: cap + 1]
+        text = self.lm.decode(ids)
+        whole = self._finished and len(ids) == len(self._reply_ids)
+        split = split_first_sentence(text, self.config.sentence, finished=whole)
+        if split is not None:
+            return split[0], len(text) - len(split[1])
+        if len(ids) > cap:  # no sentence within the cap: its first `cap` tokens are one
+            head = self.lm.decode(ids[:cap])
+            return head.strip(), len(head)
+        if self._finished and not text.strip():
             return "", len(text)  # the model ended its reply at once
-        return None if split is None else (split[0], len(text) - len(split[1]))
+        return None
 
     def _sentence_ids(self, end: int) -> list[int]:
         """Shortest prefix of the reply tokens (plus the pending one) covering text[:end]."""
