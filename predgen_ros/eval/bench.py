@@ -12,7 +12,7 @@ import csv
 import json
 import statistics
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..audio.tts import PiperSynthesizer
@@ -189,8 +189,6 @@ class BenchSettings:
 
 def run_bench(lm: LanguageModel, tts: PiperSynthesizer, questions: list[Question], settings: BenchSettings, progress=None) -> list[TurnRecord]:
     """All policies on all questions; one session per policy on the shared model."""
-    from dataclasses import replace
-
     clock = VirtualClock()
     sessions = {p: Session(lm, replace(settings.config, policy=p), clock) for p in settings.policies}
     records = []
