@@ -3,6 +3,7 @@ from glob import glob
 from setuptools import find_packages, setup
 
 PACKAGE = "predgen_ros"
+NODES = ("asr_node", "predgen_node", "tts_node")
 
 setup(
     name=PACKAGE,
@@ -13,6 +14,9 @@ setup(
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
         (f"share/{PACKAGE}/config", glob("config/*.yaml")),
+        (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
+        # where `ros2 run predgen_ros <node>` looks for executables
+        (f"lib/{PACKAGE}", [f"scripts/{node}" for node in NODES]),
     ],
     install_requires=["setuptools"],
     zip_safe=True,
@@ -21,5 +25,7 @@ setup(
     description="Speculative LLM replies for ROS 2 voice dialogue (PredGen).",
     license="Apache-2.0",
     tests_require=["pytest"],
-    entry_points={"console_scripts": [f"predgen-ros = {PACKAGE}.cli:main"]},
+    entry_points={
+        "console_scripts": [f"predgen-ros = {PACKAGE}.cli:main"] + [f"{node} = {PACKAGE}.nodes.{node}:main" for node in NODES],
+    },
 )

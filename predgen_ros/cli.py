@@ -44,12 +44,32 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--k", type=int, default=None, help="K of the top-K verifier (default 3)")
     bench.add_argument("--decoder", choices=DECODERS, default=None, help="ar (default) or jacobi")
     bench.add_argument("--jacobi-block", type=int, default=None, help="tokens per Jacobi iteration (default 8)")
-    bench.add_argument("--endpoint-delay", type=float, default=0.0, help="seconds from the final transcript to the end of turn (default 0)")
+    bench.add_argument("--endpoint-delay", type=float, default=None, help="seconds from the final transcript to the end of turn (default 0)")
     bench.add_argument("--chars-per-minute", type=float, default=600.0, help="speaking rate of the simulated user (default 600)")
     bench.add_argument("--max-new-tokens", type=int, default=0, help="reply length; 0 (default) stops after the first sentence")
     bench.add_argument("--out", type=Path, default=None, help="write summary.json, turns.csv and latency.png here")
     _add_model_options(bench)
+
+    up = sub.add_parser("bringup", help="start asr_node, predgen_node and tts_node as processes (pip-only stand-in for ros2 launch)")
+    up.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file (default: config/predgen.yaml)")
+    up.add_argument("--policy", choices=POLICIES, default=None, help="predgen_node policy")
+    up.add_argument("--asr-backend", default=None, help="pocketsphinx, vosk or text")
+    up.add_argument("--asr-input", default=None, help="'microphone' or a WAV file (pocketsphinx / vosk)")
+    up.add_argument("--sink", default=None, help="speaker, wav, topic or none")
+    up.add_argument("--wav-dir", default=None, help="folder for the wav sink")
+    up.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", type=_assignment,
+                    help="any parameter, e.g. --set verifier.kind=exact (repeatable; routed to the node that declares it)")
+    _add_model_options(up)
     return parser
+
+
+def _assignment(text: str) -> tuple[str, object]:
+    import yaml
+
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name.strip(), yaml.safe_load(value) if value.strip() else ""
 
 
 def _bench_params(args: argparse.Namespace) -> dict:
@@ -59,7 +79,7 @@ def _bench_params(args: argparse.Namespace) -> dict:
     params = read_params_file(args.params) if args.params else {}
     given = {
         "verifier.kind": args.verifier, "verifier.k": args.k, "decoder.kind": args.decoder,
-        "decoder.jacobi_block": args.jacobi_block, "model.path": args.model, "model.device": args.device, "model.dtype": args.dtype,
+        "decoder.jacobi_block": args.jacobi_block, "endpoint_delay": args.endpoint_delay, "model.path": args.model, "model.device": args.device, "model.dtype": args.dtype,
     }
     params.update({name: value for name, value in given.items() if value is not None})
     params["generation.max_new_tokens"] = args.max_new_tokens  # the benchmark measures the first sentence
@@ -79,23 +99,25 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise ConfigError(f"--limit must be >= 1, got {args.limit}")
     questions = load_questions(args.questions, args.limit)
-    config, model_params = engine_config(_bench_params(args))
+    params = _bench_params(args)
+    config, model_params = engine_config(params)
+    endpoint_delay = float(params.get("endpoint_delay", 0.0))
     policies = args.policies if "baseline" in args.policies else ["baseline"] + args.policies
     model, tokenizer = load_pretrained(model_params.path, model_params.device, model_params.dtype)
     lm = LanguageModel(model, tokenizer)
     tts = PiperSynthesizer()
-    settings = bench.BenchSettings(policies, config, args.chars_per_minute / 60.0, args.endpoint_delay)
+    settings = bench.BenchSettings(policies, config, args.chars_per_minute / 60.0, endpoint_delay)
     with tqdm(total=len(questions) * len(policies), desc="bench", unit="turn") as bar:
         records = bench.run_bench(lm, tts, questions, settings, progress=lambda q, p: bar.update())
     summary = bench.summarize(records, policies)
     ties = {p: bench.near_tie_report(records, lm, p) for p in policies if p != "baseline"}
     meta = {
         "questions": len(questions), "verifier": config.verifier, "k": config.top_k, "decoder": config.decoder,
-        "jacobi_block": config.jacobi_block, "endpoint_delay_s": args.endpoint_delay, "chars_per_minute": args.chars_per_minute,
+        "jacobi_block": config.jacobi_block, "endpoint_delay_s": endpoint_delay, "chars_per_minute": args.chars_per_minute,
         "model": model_params.path or "smollm2-135m-instruct", "device": str(lm.device), "dtype": str(model.dtype),
     }
     print(f"\n{len(questions)} questions, verifier={config.verifier}{f' K={config.top_k}' if config.verifier == 'topk' else ''}, "
-          f"decoder={config.decoder}, endpoint delay={args.endpoint_delay}s, device={lm.device}")
+          f"decoder={config.decoder}, endpoint delay={endpoint_delay}s, device={lm.device}")
     print(bench.format_table(summary))
     for policy, rows in ties.items() if config.verifier == "exact" else ():  # top-K differs by design
         for row in rows:
@@ -107,7 +129,22 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"bench": cmd_bench}
+def cmd_bringup(args: argparse.Namespace) -> int:
+    from .nodes.bringup import bringup, default_params_file
+
+    params_file = args.params or default_params_file()
+    if not params_file.is_file():
+        raise ConfigError(f"parameter file not found: {params_file} (give --params)")
+    given = {
+        "policy": args.policy, "model.path": args.model, "model.device": args.device, "model.dtype": args.dtype,
+        "asr.backend": args.asr_backend, "asr.input": args.asr_input, "tts.sink": args.sink, "tts.wav_dir": args.wav_dir,
+    }
+    overrides = {name: value for name, value in given.items() if value is not None}
+    overrides.update(dict(args.set))
+    return bringup(params_file, overrides)
+
+
+COMMANDS = {"bench": cmd_bench, "bringup": cmd_bringup}
 
 
 def main(argv: list[str] | None = None) -> int:

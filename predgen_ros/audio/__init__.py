@@ -1,1 +1,1 @@
-"""Audio backends: speech synthesis (and, later, ASR and sinks). No ROS, no LLM."""
+"""Audio backends: streaming ASR, Piper speech synthesis, audio sinks. No ROS, no LLM."""

@@ -51,6 +51,10 @@ class PiperSynthesizer:
         self.cache_size = cache_size
         self._cache: OrderedDict[str, Speech] = OrderedDict()
 
+    def __len__(self) -> int:
+        """Sentences in the cache."""
+        return len(self._cache)
+
     def cached(self, sentence: str) -> bool:
         return sentence in self._cache
 

@@ -14,6 +14,7 @@ from .session import ConfigError, EngineConfig
 
 ENGINE_PARAMS: dict[str, tuple[Any, str]] = {
     "policy": ("predgen", "baseline | preemptive | predgen"),
+    "endpoint_delay": (0.0, "seconds from the final transcript until the robot may speak (extra endpointing)"),
     "model.path": ("", "local Hugging Face model folder; empty = embedded SmolLM2-135M-Instruct"),
     "model.device": ("auto", "auto | cpu | cuda[:N]"),
     "model.dtype": ("auto", "auto | float32 | float16 | bfloat16"),

@@ -93,6 +93,15 @@ class TurnStats:
     def passes_between(self, start: float, stop: float) -> list[tuple[float, float]]:
         return [p for p in self.passes if p[1] > start and p[0] < stop]
 
+    @property
+    def nfe_tfs(self) -> int:
+        """Forward passes from the final transcript to the commit (1 = verification alone)."""
+        return len(self.passes_between(self.t_final, self.t_commit))
+
+    def input_passes(self, t_end: float) -> list[tuple[float, float]]:
+        """Forward passes that started while the user was still speaking."""
+        return [p for p in self.passes if p[0] < t_end]
+
 
 class Session:
     """One dialogue: multi-turn history, a KV cache, and one policy."""
@@ -143,6 +152,11 @@ class Session:
     def reset(self) -> None:
         """Forget the history (the KV cache is kept: it is cropped on demand)."""
         self.history.clear()
+        self._start_turn()
+
+    def abandon_turn(self) -> None:
+        """Drop the current turn after an error: the history stays, the cache is rebuilt."""
+        self.state = KVState(self.lm)
         self._start_turn()
 
     # ------------------------------------------------------------------ work

@@ -87,14 +87,14 @@ def run_turn(session: Session, tts: PiperSynthesizer, events: list[TimedEvent], 
 
 
 def turn_record(question: Question, policy: str, turn: TurnStats, t_end: float, first_audio: float, lm: LanguageModel) -> TurnRecord:
-    before_end = [p for p in turn.passes if p[0] < t_end]
+    before_end = turn.input_passes(t_end)
     return TurnRecord(
         qid=question.qid,
         policy=policy,
         speech_s=t_end,
         audio_latency_s=first_audio - t_end,
         ttfs_s=turn.t_commit - t_end,
-        nfe_tfs=len(turn.passes_between(turn.t_final, turn.t_commit)),
+        nfe_tfs=turn.nfe_tfs,
         input_nfe=len(before_end),
         input_llm_s=sum(min(stop, t_end) - start for start, stop in before_end),
         rounds=turn.rounds,

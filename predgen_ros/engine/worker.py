@@ -1,0 +1,160 @@
+"""Runs a Session on a real clock in its own thread, fed by a latest-wins mailbox.
+
+Transcript callbacks (ROS subscriptions) only post to the mailbox and return;
+the worker takes everything posted between two forward passes, so a newer
+partial replaces an older one that was never looked at and a burst of partials
+costs one verification, not one per message.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from .session import Session, TurnStats
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: str  # "partial" | "final" | "reset"
+    text: str = ""
+    t: float = 0.0
+    t_speech_end: float | None = None
+
+
+class Mailbox:
+    """Pending events, oldest first.  A partial replaces a partial posted right
+    before it; finals and resets are kept.  Never more than `capacity` events
+    (the oldest are dropped and counted)."""
+
+    def __init__(self, capacity: int = 64):
+        self.capacity = capacity
+        self.dropped = 0
+        self.replaced = 0
+        self._events: list[Event] = []
+        self._closed = False
+        self._ready = threading.Condition()
+
+    def post(self, event: Event) -> None:
+        with self._ready:
+            if event.kind == "partial" and self._events and self._events[-1].kind == "partial":
+                self._events[-1] = event
+                self.replaced += 1
+            else:
+                self._events.append(event)
+            if len(self._events) > self.capacity:
+                del self._events[0]
+                self.dropped += 1
+            self._ready.notify()
+
+    def take(self, timeout: float | None) -> list[Event]:
+        """Everything pending; waits up to `timeout` s (None: forever) when empty."""
+        with self._ready:
+            if not self._events and not self._closed and (timeout is None or timeout > 0):
+                self._ready.wait(timeout)
+            events, self._events = self._events, []
+            return events
+
+    def __len__(self) -> int:
+        with self._ready:
+            return len(self._events)
+
+    def close(self) -> None:
+        with self._ready:
+            self._closed = True
+            self._ready.notify_all()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
+# emission kinds: the Session's ("candidate", "commit", "sentence", "done"),
+# plus "interrupted" when a turn with a spoken reply ends before it is done.
+Emit = Callable[[str, str, TurnStats], None]
+
+
+class EngineWorker:
+    """The thread that owns the Session: deliver events, then one step, repeat."""
+
+    def __init__(self, session: Session, emit: Emit, endpoint_delay: float = 0.0, clock: Callable[[], float] = time.time):
+        self.session = session
+        self.emit = emit
+        self.endpoint_delay = endpoint_delay
+        self.clock = clock
+        self.mailbox = Mailbox()
+        self.errors = 0
+        self.speech_end: dict[int, float] = {}  # id(TurnStats) -> end of the user's speech
+        self._end_of_turn_at: float | None = None
+        self._thread = threading.Thread(target=self._run, name="predgen-engine", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.mailbox.close()
+        self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def busy(self) -> bool:
+        return self.session.has_work() or self._end_of_turn_at is not None
+
+    def _run(self) -> None:
+        while not self.mailbox.closed:
+            for event in self.mailbox.take(self._wait_time()):
+                self._guarded(self._deliver, event)
+            if self._end_of_turn_at is not None and self.clock() >= self._end_of_turn_at:
+                self._end_of_turn_at = None
+                self._guarded(lambda: self.session.end_of_turn(self.clock()))
+            if self.session.has_work():
+                self._guarded(self._step)
+
+    def _wait_time(self) -> float | None:
+        if self.session.has_work():
+            return 0.0
+        if self._end_of_turn_at is not None:
+            return max(0.0, self._end_of_turn_at - self.clock())
+        return None
+
+    def _deliver(self, event: Event) -> None:
+        before = self.session.turn
+        if event.kind == "partial":
+            self.session.partial(event.text, event.t)
+        elif event.kind == "final":
+            self.session.final(event.text, event.t)
+            if self.session.turn.t_final == event.t:
+                self.speech_end[id(self.session.turn)] = event.t_speech_end or event.t
+                self._end_of_turn_at = event.t + self.endpoint_delay
+        elif event.kind == "reset":
+            self.session.reset()
+            self._end_of_turn_at = None
+        if self.session.turn is not before:
+            self.speech_end.pop(id(before), None)
+            if before.t_commit is not None and not before.reply:
+                self.emit("interrupted", "", before)
+
+    def _step(self) -> None:
+        turn = self.session.turn
+        for kind, text in self.session.step():
+            self.emit(kind, text, turn)
+
+    def _guarded(self, action, *args) -> None:
+        """An error in one turn is logged with its context and the turn is dropped;
+        the worker keeps serving the next one."""
+        try:
+            action(*args)
+        except Exception:
+            self.errors += 1
+            turn = self.session.turn
+            log.exception("engine error in turn %r (policy %s); dropping the turn", turn.user_text or "(no final yet)", self.session.config.policy)
+            if turn.t_commit is not None and not turn.reply:
+                self.emit("interrupted", "", turn)
+            self.session.abandon_turn()
+            self._end_of_turn_at = None

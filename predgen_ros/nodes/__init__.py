@@ -1,0 +1,1 @@
+"""rclpy nodes: thin wiring of topics and parameters to the engine and audio code."""

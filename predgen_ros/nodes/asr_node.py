@@ -1,0 +1,206 @@
+"""asr_node: the user's speech as `asr/partial` hypotheses and `asr/final` transcripts.
+
+Backends: pocketsphinx or vosk over a WAV file or the microphone, or `text`
+(a simulated user speaking questions at a fixed rate).  Before each final it
+publishes `asr/speech_end`, whose stamp is the end of the user's voiced audio,
+so latency can be measured from the moment the user stopped talking.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+from rclpy.node import Node
+from std_msgs.msg import Bool, Header, String
+
+from ..audio.asr import BACKENDS, AsrError, StreamingAsr, chunks, make_recognizer, microphone_chunks, read_wav
+from ..audio.text_asr import QuestionError, load_questions, text_partials
+from .common import ERROR, OK, TEXT_QOS, WARN, Diagnostics, StartupError, declare_parameters, run_node, stamp
+
+ASR_PARAMS = {
+    "asr.backend": ("pocketsphinx", f"{' | '.join(BACKENDS)}"),
+    "asr.input": ("microphone", "pocketsphinx/vosk audio: 'microphone' (PortAudio) or a WAV file path"),
+    "asr.device": ("", "capture device name or index for 'microphone'; empty = system default"),
+    "asr.chunk_ms": (100, "audio chunk fed to the recognizer (ms)"),
+    "asr.endpoint_silence_s": (0.5, "trailing silence that ends an utterance (s)"),
+    "asr.vad_mode": (2, "voice activity detector aggressiveness, 0 (loose) to 3 (strict)"),
+    "asr.vosk.model_path": ("", "vosk model folder (e.g. vosk-model-small-en-us-0.15); needed for backend vosk"),
+    "asr.text.source": ("", "text backend: MT-Bench .jsonl or a text file, one utterance a line; empty = MT-Bench turn 1"),
+    "asr.text.limit": (0, "text backend: only the first N utterances; 0 = all"),
+    "asr.text.chars_per_minute": (600.0, "text backend: speaking rate"),
+    "asr.text.wait_for_reply": (True, "text backend: wait until the robot has answered before the next utterance"),
+    "asr.text.reply_timeout_s": (120.0, "text backend: give up waiting for a reply after this long"),
+    "asr.text.gap_s": (1.0, "text backend: silence before each utterance (s)"),
+    "asr.mute_while_robot_speaks": (True, "ignore audio while robot_speaking is true (no echo of the robot's voice)"),
+}
+
+
+class AsrNode(Node):
+    def __init__(self):
+        super().__init__("asr_node")
+        self.p = declare_parameters(self, ASR_PARAMS)
+        self.partial_pub = self.create_publisher(String, "asr/partial", TEXT_QOS)
+        self.final_pub = self.create_publisher(String, "asr/final", TEXT_QOS)
+        self.speech_end_pub = self.create_publisher(Header, "asr/speech_end", TEXT_QOS)
+        self.create_subscription(Bool, "robot_speaking", self._on_robot_speaking, TEXT_QOS)
+        self.robot_speaking = False
+        self.replies = 0           # robot_speaking true -> false transitions seen
+        self.utterances = 0
+        self.partials = 0
+        self.state = "starting"
+        self.error = ""
+        self._last_partial = ""
+        self._stopping = threading.Event()
+        source = self._open_source()
+        self.thread = threading.Thread(target=self._guarded, args=(source,), name="asr-source", daemon=True)
+        self.thread.start()
+        Diagnostics(self, self._health)
+
+    # ---------------------------------------------------------------- set-up
+    def _open_source(self):
+        """A callable that produces the utterances; errors name the parameter at fault."""
+        backend = self.p["asr.backend"]
+        if backend == "text":
+            try:
+                questions = load_questions(self.p["asr.text.source"] or None, self.p["asr.text.limit"] or None)
+            except QuestionError as err:
+                raise StartupError(f"asr.text.source: {err}") from None
+            return lambda: self._speak_texts([q.text for q in questions])
+        if backend not in BACKENDS:
+            raise StartupError(f"asr.backend: unknown backend {backend!r} (choose one of {', '.join(BACKENDS)})")
+        try:
+            recognizer = make_recognizer(backend, self.p["asr.vosk.model_path"])
+        except AsrError as err:
+            raise StartupError(str(err)) from None
+        asr = StreamingAsr(recognizer, self.p["asr.endpoint_silence_s"], self.p["asr.vad_mode"])
+        chunk_s = self.p["asr.chunk_ms"] / 1000.0
+        try:
+            if self.p["asr.input"] == "microphone":
+                audio, paced = microphone_chunks(chunk_s, self.p["asr.device"]), True
+            else:
+                audio, paced = chunks(read_wav(self.p["asr.input"]), chunk_s), False
+        except AsrError as err:
+            raise StartupError(f"asr.input: {err}") from None
+        return lambda: self._listen(asr, audio, chunk_s, paced)
+
+    # ------------------------------------------------------------ publishing
+    def publish_partial(self, text: str) -> None:
+        text = " ".join(text.split())
+        if text and text != self._last_partial:  # only on change, never empty
+            self._last_partial = text
+            self.partials += 1
+            self.partial_pub.publish(String(data=text))
+
+    def publish_final(self, text: str, t_speech_end: float) -> None:
+        text = " ".join(text.split()) or self._last_partial
+        self._last_partial = ""
+        if not text:
+            return
+        self.utterances += 1
+        self.speech_end_pub.publish(Header(stamp=stamp(t_speech_end), frame_id=str(self.utterances)))
+        self.final_pub.publish(String(data=text))
+
+    def _on_robot_speaking(self, msg: Bool) -> None:
+        if self.robot_speaking and not msg.data:
+            self.replies += 1
+        self.robot_speaking = msg.data
+
+    # --------------------------------------------------------------- sources
+    def _guarded(self, source) -> None:
+        try:
+            source()
+        except AsrError as err:
+            self.state, self.error = "error", str(err)
+            self.get_logger().error(str(err))
+        except Exception as err:  # keep the node (and its diagnostics) alive
+            self.state, self.error = "error", f"{type(err).__name__}: {err}"
+            self.get_logger().error(f"ASR source failed: {self.error}")
+
+    def _listen(self, asr: StreamingAsr, audio, chunk_s: float, paced: bool) -> None:
+        """Feed audio chunks at their real timing; publish what the recognizer hears."""
+        if not paced:
+            self._wait_for_listeners(need_tts=False)
+        self.state = "listening"
+        t0 = time.time()
+        for i, pcm in enumerate(audio):
+            if self._stopping.is_set():
+                return
+            if not paced:  # a file: play it at real time, like a microphone
+                self._sleep_until(t0 + (i + 1) * chunk_s)
+            if self.robot_speaking and self.p["asr.mute_while_robot_speaks"]:
+                self.state = "muted"
+                continue
+            self.state = "listening"
+            for event in asr.feed(pcm):
+                self._publish_event(event, t0)
+        for event in asr.flush():
+            self._publish_event(event, t0)
+        self.state = "input finished"
+
+    def _publish_event(self, event, t0: float) -> None:
+        if event.kind == "partial":
+            self.publish_partial(event.text)
+        else:
+            self.publish_final(event.text, t0 + event.t_speech_end)
+
+    def _speak_texts(self, texts: list[str]) -> None:
+        """The simulated user: each text at the configured rate, then wait for the reply."""
+        self._wait_for_listeners(need_tts=self.p["asr.text.wait_for_reply"])
+        rate = self.p["asr.text.chars_per_minute"] / 60.0
+        for text in texts:
+            self.state = "pause"
+            if self._stopping.wait(self.p["asr.text.gap_s"]):
+                return
+            self.state = "speaking"
+            partials, t_end = text_partials(text, rate)
+            t0 = time.time()
+            for t, said in partials:
+                self._sleep_until(t0 + t)
+                self.publish_partial(said)
+            self._sleep_until(t0 + t_end)
+            replies = self.replies
+            self.publish_final(text, t0 + t_end)
+            if self.p["asr.text.wait_for_reply"]:
+                self.state = "waiting for the reply"
+                self._wait_for(lambda: self.replies > replies and not self.robot_speaking, self.p["asr.text.reply_timeout_s"])
+        self.state = "input finished"
+
+    def _wait_for_listeners(self, need_tts: bool) -> None:
+        """Start only once predgen_node listens (and tts_node, when a reply is awaited)."""
+        self.state = "waiting for predgen_node"
+        self._wait_for(lambda: self.partial_pub.get_subscription_count() > 0 and self.final_pub.get_subscription_count() > 0, None)
+        if need_tts:
+            self.state = "waiting for tts_node"
+            self._wait_for(lambda: self.count_publishers("robot_speaking") > 0, None)
+            time.sleep(0.5)  # let discovery settle in both directions
+
+    def _wait_for(self, condition, timeout: float | None) -> bool:
+        deadline = None if timeout is None else time.time() + timeout
+        while not condition():
+            if self._stopping.wait(0.05) or (deadline and time.time() > deadline):
+                if deadline and time.time() > deadline:
+                    self.get_logger().warning(f"no reply within asr.text.reply_timeout_s={timeout:g} s; going on")
+                return False
+        return True
+
+    def _sleep_until(self, t: float) -> None:
+        self._stopping.wait(max(0.0, t - time.time()))
+
+    # ----------------------------------------------------------- diagnostics
+    def _health(self):
+        level = ERROR if self.state == "error" else WARN if self.state.startswith("waiting for ") and "reply" not in self.state else OK
+        return level, self.error or self.state, {
+            "backend": self.p["asr.backend"], "input": self.p["asr.input"] if self.p["asr.backend"] != "text" else "text",
+            "state": self.state, "utterances": self.utterances, "partials": self.partials, "robot_speaking": self.robot_speaking,
+        }
+
+    def close(self) -> None:
+        self._stopping.set()
+
+
+def main(args: list[str] | None = None) -> int:
+    return run_node("asr_node", AsrNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,208 @@
+"""predgen_node: speculative replies from `asr/partial`, committed at `asr/final`.
+
+Subscription callbacks only post to the engine worker's mailbox; the worker
+thread runs the model and publishes what each step emits.  One latency report
+per turn goes out on `predgen/latency` once tts_node says when the first audio
+of the reply reached the speaker (`tts/first_audio`).
+"""
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.node import Node
+from std_msgs.msg import Header, String
+from std_srvs.srv import Trigger
+
+from ..engine.lm import LanguageModel
+from ..engine.models import ModelError, load_pretrained
+from ..engine.params import ENGINE_PARAMS, engine_config
+from ..engine.session import ConfigError, Session, TurnStats
+from ..engine.worker import EngineWorker, Event
+from .common import ERROR, OK, TEXT_QOS, WARN, Diagnostics, StartupError, declare_parameters, run_node, seconds, stamp, status
+
+PREDGEN_PARAMS = ENGINE_PARAMS
+FIRST_AUDIO_TIMEOUT_S = 10.0  # report a turn without first-audio time after this long
+
+
+@dataclass
+class PendingReport:
+    number: int
+    turn: TurnStats
+    history_turns: int
+    t_first_audio: float | None = None
+
+
+class PredgenNode(Node):
+    def __init__(self):
+        super().__init__("predgen_node")
+        self.p = declare_parameters(self, PREDGEN_PARAMS)
+        try:
+            config, model_params = engine_config(self.p)
+        except ConfigError as err:
+            raise StartupError(str(err)) from None
+        try:
+            model, tokenizer = load_pretrained(model_params.path, model_params.device, model_params.dtype)
+        except ModelError as err:
+            raise StartupError(f"{err} [model.path={model_params.path or '(embedded)'}, model.device={model_params.device}, model.dtype={model_params.dtype}]") from None
+        self.lm = LanguageModel(model, tokenizer)
+        self.session = Session(self.lm, config, time.time)
+        self.worker = EngineWorker(self.session, self._on_emission, float(self.p["endpoint_delay"]))
+
+        self.candidate_pub = self.create_publisher(String, "predgen/candidate", TEXT_QOS)
+        self.say_pub = self.create_publisher(String, "tts/say", TEXT_QOS)
+        self.response_pub = self.create_publisher(String, "predgen/response", TEXT_QOS)
+        self.latency_pub = self.create_publisher(DiagnosticArray, "predgen/latency", TEXT_QOS)
+        self.turns = 0
+        self.ignored = 0
+        self._pending: list[PendingReport] = []
+        self._speech_ends: deque[float] = deque(maxlen=32)
+        self._lock = threading.Lock()
+        self.worker.start()
+        # Subscriptions last: asr_node starts talking once they exist.
+        self.create_subscription(String, "asr/partial", self._on_partial, TEXT_QOS)
+        self.create_subscription(String, "asr/final", self._on_final, TEXT_QOS)
+        self.create_subscription(Header, "asr/speech_end", self._on_speech_end, TEXT_QOS)
+        self.create_subscription(Header, "tts/first_audio", self._on_first_audio, TEXT_QOS)
+        self.create_service(Trigger, "~/reset", self._on_reset)
+        self.create_timer(1.0, self._report_overdue)
+        Diagnostics(self, self._health)
+        self.get_logger().info(f"ready: policy={config.policy} verifier={config.verifier} decoder={config.decoder} device={self.lm.device}")
+
+    # ------------------------------------------------------------ callbacks
+    def _on_partial(self, msg: String) -> None:
+        if not msg.data.strip():
+            self._ignore("empty asr/partial")
+            return
+        self.worker.mailbox.post(Event("partial", msg.data, time.time()))
+
+    def _on_final(self, msg: String) -> None:
+        if not msg.data.strip():  # the session falls back to the last partial, if there was one
+            self._ignore("empty asr/final (the last partial, if any, stands as the final)")
+        self.worker.mailbox.post(Event("final", msg.data, time.time()))
+
+    def _on_speech_end(self, msg: Header) -> None:
+        self._speech_ends.append(seconds(msg.stamp))
+
+    def _on_reset(self, request, response):
+        self.worker.mailbox.post(Event("reset"))
+        response.success, response.message = True, "history cleared"
+        self.get_logger().info("history cleared (~/reset)")
+        return response
+
+    def _ignore(self, what: str) -> None:
+        """Bad input is counted and logged (at most every 5 s), never raised."""
+        self.ignored += 1
+        self.get_logger().warning(f"ignored {what}", throttle_duration_sec=5.0)
+
+    # ------------------------------------------------- engine (worker thread)
+    def _on_emission(self, kind: str, text: str, turn: TurnStats) -> None:
+        if kind == "candidate":
+            self.candidate_pub.publish(String(data=text))
+        elif kind == "commit":
+            self._on_commit(text, turn)
+        elif kind == "sentence":
+            self.say_pub.publish(String(data=text))
+        elif kind == "done":
+            self.response_pub.publish(String(data=text))
+            self.say_pub.publish(String(data=""))  # end of this reply
+        elif kind == "interrupted":
+            self.say_pub.publish(String(data=""))
+
+    def _on_commit(self, text: str, turn: TurnStats) -> None:
+        self.turns += 1
+        # the history is appended when a reply is done, so it counts the turns before this one
+        report = PendingReport(self.turns, turn, len(self.session.history))
+        if text:
+            with self._lock:
+                self._pending.append(report)
+            self.say_pub.publish(String(data=text))
+        else:
+            self._publish_report(report)  # nothing to say: no audio to wait for
+
+    # ------------------------------------------------------------- reports
+    def _on_first_audio(self, msg: Header) -> None:
+        with self._lock:
+            report = next((r for r in self._pending if r.turn.first_sentence == msg.frame_id), None)
+            if report is None:
+                return
+            self._pending.remove(report)
+        report.t_first_audio = seconds(msg.stamp)
+        self._publish_report(report)
+
+    def _report_overdue(self) -> None:
+        now = time.time()
+        with self._lock:
+            overdue = [r for r in self._pending if now - r.turn.t_commit > FIRST_AUDIO_TIMEOUT_S]
+            self._pending = [r for r in self._pending if r not in overdue]
+        for report in overdue:
+            self._publish_report(report)
+
+    def _speech_end(self, turn: TurnStats) -> float:
+        """The user's end of speech: the asr/speech_end stamp of this utterance, else the final's arrival."""
+        start = (turn.t_first_partial or turn.t_final) - 1.0
+        stamps = [t for t in self._speech_ends if start <= t <= turn.t_final]
+        return max(stamps) if stamps else turn.t_final
+
+    def _publish_report(self, report: PendingReport) -> None:
+        turn = report.turn
+        t_end = self._speech_end(turn)
+        first_audio = report.t_first_audio if report.t_first_audio is not None else math.nan
+        values = {
+            "turn": report.number,
+            "policy": self.session.config.policy,
+            "transcript": turn.user_text,
+            "first_sentence": turn.first_sentence,
+            "history_turns": report.history_turns,
+            "prompt_tokens": len(turn.prompt_ids),
+            "t_end_of_speech": t_end,
+            "t_final_transcript": turn.t_final,
+            "t_commit": turn.t_commit,
+            "t_first_audio": first_audio,
+            "audio_latency_s": first_audio - t_end,
+            "ttfs_s": turn.t_commit - t_end,
+            "nfe_tfs": turn.nfe_tfs,
+            "accepted_tokens": "" if turn.final_accepted is None else turn.final_accepted,
+            "candidate_tokens": "" if turn.final_candidate is None else turn.final_candidate,
+            "rounds": turn.rounds,
+            "input_nfe": len(turn.input_passes(t_end)),
+        }
+        if not turn.first_sentence:
+            level, message = OK, f"turn {report.number}: empty reply, nothing to say"
+        elif math.isnan(first_audio):
+            level, message = WARN, f"turn {report.number}: no tts/first_audio within {FIRST_AUDIO_TIMEOUT_S:g} s"
+        else:
+            level, message = OK, f"turn {report.number}: audio latency {first_audio - t_end:.3f} s"
+        msg = DiagnosticArray()
+        msg.header.stamp = stamp(time.time())
+        msg.status = [status("/predgen_ros/predgen_node/turn", level, message, values)]
+        self.latency_pub.publish(msg)
+
+    # ----------------------------------------------------------- diagnostics
+    def _health(self):
+        values = {
+            "policy": self.session.config.policy, "device": str(self.lm.device), "turns": self.turns,
+            "history_turns": len(self.session.history), "busy": self.worker.busy(), "mailbox": len(self.worker.mailbox),
+            "partials_replaced": self.worker.mailbox.replaced, "ignored_messages": self.ignored,
+            "engine_errors": self.worker.errors, "forward_passes": self.lm.stats.passes,
+        }
+        if not self.worker.alive:
+            return ERROR, "engine worker stopped", values
+        if self.worker.errors:
+            return WARN, f"{self.worker.errors} engine error(s), see the log", values
+        return OK, "generating" if self.worker.busy() else "idle", values
+
+    def close(self) -> None:
+        self.worker.stop()
+
+
+def main(args: list[str] | None = None) -> int:
+    return run_node("predgen_node", PredgenNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,227 @@
+"""tts_node: speaks `tts/say` sentences with Piper through the configured audio sink.
+
+An empty `tts/say` message ends a reply.  `predgen/candidate` sentences are
+synthesized ahead into a bounded cache while the player is idle, so a
+committed first sentence that was foreseen starts playing at once.  The time
+the first chunk of each reply reaches the sink goes out on `tts/first_audio`
+(stamp; frame_id = the sentence) for predgen_node's latency report.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+
+import numpy as np
+from rclpy.node import Node
+from std_msgs.msg import Bool, Header, Int16MultiArray, MultiArrayDimension, String
+
+from ..audio.sinks import SINKS, SinkError, make_sink
+from ..audio.tts import PiperSynthesizer, VoiceError
+from .common import AUDIO_QOS, ERROR, OK, TEXT_QOS, Diagnostics, StartupError, declare_parameters, run_node, stamp
+
+TTS_PARAMS = {
+    "tts.voice_path": ("", "Piper voice .onnx (its .onnx.json beside it); empty = embedded en_US joe medium"),
+    "tts.sink": ("speaker", f"{' | '.join(SINKS)}"),
+    "tts.wav_dir": ("predgen_speech", "folder for the WAV files of the wav sink (one file per reply)"),
+    "tts.device": ("", "output device name or index for the speaker sink; empty = system default"),
+    "tts.chunk_ms": (100, "audio chunk handed to the sink (ms); barge-in stops within one chunk"),
+    "tts.realtime": (True, "pace the wav/topic/none sinks at real time (robot_speaking lasts as long as the speech)"),
+    "tts.barge_in": (True, "stop speaking when a new asr/partial arrives while the robot talks"),
+    "tts.cache_size": (32, "sentences kept synthesized (candidates and recent sentences)"),
+    "tts.presynthesize": (True, "synthesize predgen/candidate sentences ahead while idle"),
+}
+MAX_QUEUED = 256  # sentences; a sane bound, never reached by a real reply
+
+
+class TtsNode(Node):
+    def __init__(self):
+        super().__init__("tts_node")
+        self.p = declare_parameters(self, TTS_PARAMS)
+        try:
+            self.synth = PiperSynthesizer(self.p["tts.voice_path"] or None, self.p["tts.cache_size"])
+        except VoiceError as err:
+            raise StartupError(f"tts.voice_path: {err}") from None
+        self.audio_pub = self.create_publisher(Int16MultiArray, "tts/audio", AUDIO_QOS) if self.p["tts.sink"] == "topic" else None
+        try:
+            self.sink = make_sink(self.p["tts.sink"], self.p["tts.wav_dir"], self._publish_audio, self.p["tts.device"])
+        except SinkError as err:
+            raise StartupError(str(err)) from None
+        self.speaking_pub = self.create_publisher(Bool, "robot_speaking", TEXT_QOS)
+        self.first_audio_pub = self.create_publisher(Header, "tts/first_audio", TEXT_QOS)
+        self.chunk = max(1, int(self.synth.sample_rate * self.p["tts.chunk_ms"] / 1000))
+
+        self.replies = 0
+        self.sentences = 0
+        self.barge_ins = 0
+        self.sink_errors = 0
+        self.error_reply = 0       # the reply whose audio failed, for diagnostics
+        self.last_error = ""
+        self.speaking = False
+        self._queue: deque[str] = deque()
+        self._candidate: str | None = None
+        self._ready = threading.Condition()
+        self._barge = threading.Event()
+        self._stopping = threading.Event()
+        self._in_reply = False
+        self._discarding = False   # after a barge-in or a sink error: drop the rest of the reply
+        self._play_until = 0.0     # when the audio handed to a self-paced schedule ends
+
+        self.create_subscription(String, "tts/say", self._on_say, TEXT_QOS)
+        self.create_subscription(String, "predgen/candidate", self._on_candidate, TEXT_QOS)
+        self.create_subscription(String, "asr/partial", self._on_user_speech, TEXT_QOS)
+        self.player = threading.Thread(target=self._play_forever, name="tts-player", daemon=True)
+        self.player.start()
+        self._publish_speaking(False)
+        Diagnostics(self, self._health)
+
+    # ------------------------------------------------------------ callbacks
+    def _on_say(self, msg: String) -> None:
+        with self._ready:
+            if len(self._queue) >= MAX_QUEUED:
+                self.get_logger().warning(f"more than {MAX_QUEUED} sentences queued; dropping the oldest")
+                self._queue.popleft()
+            self._queue.append(msg.data.strip())
+            self._ready.notify()
+
+    def _on_candidate(self, msg: String) -> None:
+        if msg.data.strip() and self.p["tts.presynthesize"]:
+            with self._ready:
+                self._candidate = msg.data.strip()  # latest wins
+                self._ready.notify()
+
+    def _on_user_speech(self, msg: String) -> None:
+        if self.speaking and self.p["tts.barge_in"] and msg.data.strip():
+            self._barge.set()
+
+    # --------------------------------------------------------------- player
+    def _play_forever(self) -> None:
+        while not self._stopping.is_set():
+            item, candidate = self._next()
+            try:
+                if item is None and candidate:
+                    self.synth.synthesize(candidate)
+                elif item == "":
+                    self._end_reply()
+                elif item is not None:
+                    self._speak(item)
+            except Exception as err:  # a failed synthesis or sink: this reply is lost, the node serves on
+                if not self.context.ok():
+                    return  # shutting down: publishers are gone
+                self._fail_reply(err)
+
+    def _next(self) -> tuple[str | None, str | None]:
+        """The next queued sentence (or "" = end of reply), else a candidate to prepare."""
+        with self._ready:
+            if not self._queue and self._candidate is None:
+                self._ready.wait(0.2)
+            if self._queue:
+                return self._queue.popleft(), None
+            candidate, self._candidate = self._candidate, None
+            return None, candidate
+
+    def _speak(self, sentence: str) -> None:
+        if self._discarding or not sentence:
+            return
+        speech = self.synth.synthesize(sentence)
+        if not self._in_reply:
+            self._begin_reply()
+            first = True
+        else:
+            first = False
+        for start in range(0, len(speech.samples), self.chunk):
+            if self._barge.is_set():
+                if not self._stopping.is_set():
+                    self._interrupt()
+                return
+            if first:
+                self.first_audio_pub.publish(Header(stamp=stamp(time.time()), frame_id=sentence))
+                first = False
+            self.sink.play(speech.samples[start:start + self.chunk])
+            self._pace(min(self.chunk, len(speech.samples) - start) / speech.sample_rate)
+        self.sentences += 1
+
+    def _begin_reply(self) -> None:
+        self.replies += 1
+        self._in_reply = True
+        self._barge.clear()
+        self._play_until = time.time()
+        self._publish_speaking(True)
+        self.sink.begin(f"reply_{self.replies:03d}", self.synth.sample_rate)
+
+    def _pace(self, seconds: float) -> None:
+        """Real-time pacing for sinks that do not block while playing."""
+        if self.sink.paced or not self.p["tts.realtime"]:
+            return
+        self._play_until += seconds
+        ahead = self._play_until - time.time() - seconds  # keep one chunk buffered
+        if ahead > 0:
+            self._barge.wait(ahead)
+
+    def _end_reply(self) -> None:
+        if self._discarding:
+            self._discarding = False
+            return
+        if not self._in_reply:
+            return
+        if not self.sink.paced and self.p["tts.realtime"]:
+            self._barge.wait(max(0.0, self._play_until - time.time()))  # the last chunk plays out
+        self._close_reply()
+
+    def _close_reply(self) -> None:
+        self._in_reply = False
+        try:
+            self.sink.end()
+        finally:
+            self._publish_speaking(False)
+
+    def _interrupt(self) -> None:
+        """Barge-in: stop within one chunk and drop the rest of this reply."""
+        self.barge_ins += 1
+        self.get_logger().info("barge-in: the user speaks, speech stopped")
+        self._discarding = True
+        self._close_reply()
+
+    def _fail_reply(self, err: Exception) -> None:
+        self.sink_errors += 1
+        self.error_reply = self.replies
+        self.last_error = f"{type(err).__name__}: {err}"
+        self.get_logger().error(f"reply {self.replies}: audio failed ({self.last_error}); skipping the rest of this reply")
+        self._discarding = self._in_reply
+        if self._in_reply:
+            try:
+                self._close_reply()
+            except Exception:
+                pass  # the sink is already broken; robot_speaking went false in _close_reply
+
+    # --------------------------------------------------------------- output
+    def _publish_speaking(self, speaking: bool) -> None:
+        self.speaking = speaking
+        self.speaking_pub.publish(Bool(data=speaking))
+
+    def _publish_audio(self, chunk: np.ndarray, sample_rate: int) -> None:
+        msg = Int16MultiArray(data=chunk.astype(np.int16).tolist())
+        msg.layout.dim = [MultiArrayDimension(label=f"mono_{sample_rate}hz", size=len(chunk), stride=len(chunk))]
+        self.audio_pub.publish(msg)
+
+    def _health(self):
+        values = {
+            "sink": self.p["tts.sink"], "speaking": self.speaking, "replies": self.replies, "sentences": self.sentences,
+            "cached_sentences": len(self.synth), "barge_ins": self.barge_ins, "audio_errors": self.sink_errors,
+        }
+        if self.sink_errors and self.error_reply == self.replies:
+            return ERROR, f"reply {self.error_reply}: {self.last_error}", values
+        return OK, "speaking" if self.speaking else "idle", values
+
+    def close(self) -> None:
+        self._stopping.set()
+        self._barge.set()
+        self.player.join(2.0)
+
+
+def main(args: list[str] | None = None) -> int:
+    return run_node("tts_node", TtsNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
