@@ -5,6 +5,7 @@ PY     := $(VENV)/bin/python
 # CPU wheel by default. For CUDA, install your CUDA build of torch into $(VENV)
 # first (see README); an already-installed torch is kept.
 TORCH  ?= torch==2.13.0
+DEMO_DOMAIN_ID ?= 42
 export ROS_AUTOMATIC_DISCOVERY_RANGE := LOCALHOST
 export ROS_LOCALHOST_ONLY := 1
 
@@ -22,8 +23,9 @@ $(VENV)/.installed: requirements.txt setup.py
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
+# the demo's own DDS domain, so it never talks to another ROS 2 graph on this machine
 demo: venv
-	$(VENV)/bin/predgen-ros bench --limit 5
+	ROS_DOMAIN_ID=$(DEMO_DOMAIN_ID) $(VENV)/bin/predgen-ros demo --limit 3 --out demo-out
 
 test: venv
 	$(PY) -m pytest -q test

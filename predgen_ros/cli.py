@@ -60,6 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", type=_assignment,
                     help="any parameter, e.g. --set verifier.kind=exact (repeatable; routed to the node that declares it)")
     _add_model_options(up)
+
+    demo = sub.add_parser("demo", help="speak MT-Bench questions into the ROS 2 graph, once per policy; replies as WAV files")
+    demo.add_argument("--limit", type=int, default=3, help="questions (default 3)")
+    demo.add_argument("--policies", type=_policy_list, default=["baseline", "predgen"], help="comma-separated (default baseline,predgen)")
+    demo.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file (default: config/predgen.yaml)")
+    demo.add_argument("--out", type=Path, default=Path("demo-out"), help="replies (WAV), node logs and reports.json go here (default demo-out)")
     return parser
 
 
@@ -144,18 +150,35 @@ def cmd_bringup(args: argparse.Namespace) -> int:
     return bringup(params_file, overrides)
 
 
-COMMANDS = {"bench": cmd_bench, "bringup": cmd_bringup}
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .eval.graph_demo import DemoSettings, latency_table, run_demo
+    from .nodes.bringup import default_params_file
+
+    if args.limit < 1:
+        raise ConfigError(f"--limit must be >= 1, got {args.limit}")
+    params_file = args.params or default_params_file()
+    if not params_file.is_file():
+        raise ConfigError(f"parameter file not found: {params_file} (give --params)")
+    reports = run_demo(DemoSettings(params_file, args.out, tuple(args.policies), args.limit))
+    print(f"\naudio latency from the end of speech, {args.limit} MT-Bench questions at 600 chars/min through the ROS 2 graph:")
+    print(latency_table(reports))
+    print(f"replies: {args.out}/<policy>/reply_NNN.wav; reports: {args.out}/reports.json; node logs: {args.out}/graph-<policy>.log")
+    return 0
+
+
+COMMANDS = {"bench": cmd_bench, "bringup": cmd_bringup, "demo": cmd_demo}
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     from .audio.tts import VoiceError
+    from .eval.graph_demo import GraphError
     from .eval.questions import QuestionError
 
     try:
         return COMMANDS[args.command](args)
-    except (ModelError, VoiceError, QuestionError, ConfigError) as err:
+    except (ModelError, VoiceError, QuestionError, ConfigError, GraphError) as err:
         print(f"predgen-ros {args.command}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

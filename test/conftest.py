@@ -2,8 +2,15 @@
 arithmetic in float64), and the real SmolLM2 for end-to-end tests."""
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
+
+# DDS stays on loopback, in a domain of this test run's own: never another graph's.
+os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+os.environ["ROS_LOCALHOST_ONLY"] = "1"
+os.environ["ROS_DOMAIN_ID"] = str(110 + os.getpid() % 100)
 
 from predgen_ros.engine.lm import LanguageModel
 from predgen_ros.engine.models import load_pretrained, resolve_model_dir

@@ -86,6 +86,7 @@ class TurnStats:
     jacobi_passes: int = 0
     jacobi_tokens: int = 0
     prompt_ids: list[int] = field(default_factory=list)
+    history_turns: int = 0           # earlier turns in the prompt
     first_sentence: str = ""
     first_sentence_ids: list[int] = field(default_factory=list)
     reply: str = ""
@@ -205,6 +206,7 @@ class Session:
             self._prompt = prompt
             self._needs_sync = True
             self.turn.prompt_ids = prompt
+            self.turn.history_turns = len(self.history)
 
     @property
     def _reply_ids(self) -> list[int]:

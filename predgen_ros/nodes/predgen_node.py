@@ -33,7 +33,6 @@ FIRST_AUDIO_TIMEOUT_S = 10.0  # report a turn without first-audio time after thi
 class PendingReport:
     number: int
     turn: TurnStats
-    history_turns: int
     t_first_audio: float | None = None
 
 
@@ -115,8 +114,7 @@ class PredgenNode(Node):
 
     def _on_commit(self, text: str, turn: TurnStats) -> None:
         self.turns += 1
-        # the history is appended when a reply is done, so it counts the turns before this one
-        report = PendingReport(self.turns, turn, len(self.session.history))
+        report = PendingReport(self.turns, turn)
         if text:
             with self._lock:
                 self._pending.append(report)
@@ -157,7 +155,7 @@ class PredgenNode(Node):
             "policy": self.session.config.policy,
             "transcript": turn.user_text,
             "first_sentence": turn.first_sentence,
-            "history_turns": report.history_turns,
+            "history_turns": turn.history_turns,
             "prompt_tokens": len(turn.prompt_ids),
             "t_end_of_speech": t_end,
             "t_final_transcript": turn.t_final,

@@ -217,6 +217,8 @@ class TtsNode(Node):
         self._stopping.set()
         self._barge.set()
         self.player.join(2.0)
+        if self._in_reply:
+            self.sink.end()  # a WAV file cut short still gets a valid header
 
 
 def main(args: list[str] | None = None) -> int:

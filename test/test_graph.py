@@ -1,0 +1,150 @@
+"""The real nodes as separate processes, driven over DDS like an ASR would drive them."""
+from __future__ import annotations
+
+import time
+import wave
+
+import numpy as np
+import pytest
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray
+from std_msgs.msg import Bool, Header, String
+from std_srvs.srv import Trigger
+
+from predgen_ros.eval.graph_demo import REPORT_KEYS
+from predgen_ros.nodes.bringup import Graph, default_params_file
+from predgen_ros.nodes.common import TEXT_QOS, stamp
+
+
+class FakeUser:
+    """Publishes what an ASR node would; records what the graph answers."""
+
+    def __init__(self):
+        self.node = rclpy.create_node("test_user")
+        self.partial = self.node.create_publisher(String, "asr/partial", TEXT_QOS)
+        self.final = self.node.create_publisher(String, "asr/final", TEXT_QOS)
+        self.speech_end = self.node.create_publisher(Header, "asr/speech_end", TEXT_QOS)
+        self.reset = self.node.create_client(Trigger, "/predgen_node/reset")
+        self.reports: list[dict[str, str]] = []
+        self.replies_spoken = 0
+        self.health: dict[str, list] = {}
+        self._speaking = False
+        self.node.create_subscription(DiagnosticArray, "predgen/latency", self._on_report, TEXT_QOS)
+        self.node.create_subscription(Bool, "robot_speaking", self._on_speaking, TEXT_QOS)
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_health, 10)
+
+    def _on_report(self, msg):
+        self.reports += [{kv.key: kv.value for kv in s.values} for s in msg.status]
+
+    def _on_speaking(self, msg):
+        self.replies_spoken += self._speaking and not msg.data
+        self._speaking = msg.data
+
+    def _on_health(self, msg):
+        for s in msg.status:
+            self.health.setdefault(s.name, []).append(s)
+
+    def spin_until(self, condition, timeout=90.0, graph=None):
+        deadline = time.time() + timeout
+        while not condition():
+            rclpy.spin_once(self.node, timeout_sec=0.1)
+            assert graph is None or graph.exited() is None, f"a node died: {graph.exited()}"
+            assert time.time() < deadline, "timed out"
+
+    def say(self, text, graph, gap=0.1, final=True):
+        """Word-by-word partials, then the end of speech and the final."""
+        words = text.split()
+        for n in range(1, len(words) + 1):
+            self.partial.publish(String(data=" ".join(words[:n])))
+            self.spin_until(lambda: True)
+            time.sleep(gap)
+        if final:
+            self.speech_end.publish(Header(stamp=stamp(time.time())))
+            self.final.publish(String(data=text))
+
+    def turn(self, text, graph):
+        """Say `text` and wait for its latency report and the end of its audio."""
+        reports, spoken = len(self.reports), self.replies_spoken
+        self.say(text, graph)
+        self.spin_until(lambda: len(self.reports) > reports and self.replies_spoken > spoken, graph=graph)
+        return self.reports[-1]
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory):
+    out = tmp_path_factory.mktemp("graph")
+    overrides = {
+        "policy": "predgen", "generation.max_new_tokens": 40,
+        "tts.sink": "wav", "tts.wav_dir": str(out / "wav"), "tts.realtime": False,
+    }
+    rclpy.init()
+    with open(out / "graph.log", "w") as log, Graph(default_params_file(), overrides, nodes=("predgen_node", "tts_node"), log=log) as g:
+        user = FakeUser()
+        user.spin_until(lambda: user.reset.service_is_ready() and user.node.count_subscribers("asr/final") > 0, timeout=120, graph=g)
+        user.spin_until(lambda: user.node.count_publishers("robot_speaking") > 0, timeout=60, graph=g)
+        yield g, user, out
+        user.node.destroy_node()
+    rclpy.try_shutdown()
+
+
+def wav_seconds_and_rms(path):
+    with wave.open(str(path)) as f:
+        samples = np.frombuffer(f.readframes(f.getnframes()), dtype=np.int16).astype(np.float64)
+        return len(samples) / f.getframerate(), float(np.sqrt(np.mean(samples**2))) if len(samples) else 0.0
+
+
+def test_turns_produce_speech_reports_and_use_history(graph):
+    g, user, out = graph
+    first = user.turn("What is the capital of France?", g)
+    assert set(REPORT_KEYS) <= set(first), set(REPORT_KEYS) - set(first)
+    assert first["policy"] == "predgen" and first["transcript"] == "What is the capital of France?"
+    assert first["history_turns"] == "0"
+    assert first["first_sentence"], "a first sentence was committed"
+    assert 0 < float(first["audio_latency_s"]) < 30
+    assert float(first["t_end_of_speech"]) <= float(first["t_final_transcript"]) <= float(first["t_commit"]) <= float(first["t_first_audio"])
+    assert int(first["nfe_tfs"]) >= 1 and int(first["rounds"]) >= 1
+
+    # the committed first sentence was spoken: a WAV with speech-length, non-silent audio
+    seconds, rms = wav_seconds_and_rms(out / "wav" / "reply_001.wav")
+    assert seconds > 0.04 * len(first["first_sentence"]), (seconds, first["first_sentence"])
+    assert rms > 100
+
+    second = user.turn("And what about Germany?", g)
+    assert second["history_turns"] == "1"
+    # the prompt carries turn one (question and reply), not just the new question
+    assert int(second["prompt_tokens"]) > int(first["prompt_tokens"]) + 10
+
+    future = user.reset.call_async(Trigger.Request())
+    user.spin_until(future.done)
+    assert future.result().success
+    third = user.turn("And what about Germany?", g)
+    assert third["history_turns"] == "0"
+    assert int(third["prompt_tokens"]) < int(second["prompt_tokens"])
+
+
+def test_bad_input_is_survived_and_the_next_turn_answered(graph):
+    g, user, _ = graph
+    reports = len(user.reports)
+    user.partial.publish(String(data="   "))            # whitespace hypothesis
+    user.final.publish(String(data=""))                 # empty final, no partials
+    user.say("🤖 مرحبا 你好 \u202eevil\u202c \x07bell", g, final=False)  # any Unicode, control characters
+    user.final.publish(String(data="🤖 مرحبا 你好"))
+    user.spin_until(lambda: len(user.reports) > reports, graph=g)
+    assert user.reports[-1]["transcript"] == "🤖 مرحبا 你好"  # answered like any other turn
+    next_turn = user.turn("Name a colour of the sky.", g)  # served after all of that
+    assert next_turn["transcript"] == "Name a colour of the sky."
+    assert next_turn["first_sentence"]
+
+    # a final without any partial before it is a complete turn of its own
+    reports = len(user.reports)
+    user.final.publish(String(data="Say hello."))
+    user.spin_until(lambda: len(user.reports) > reports, graph=g)
+    assert user.reports[-1]["transcript"] == "Say hello."
+
+    # the nodes kept publishing 1 Hz health, and predgen_node counted what it ignored
+    user.health.clear()
+    user.spin_until(lambda: {"/predgen_ros/predgen_node", "/predgen_ros/tts_node"} <= set(user.health), timeout=5)
+    health = {kv.key: kv.value for kv in user.health["/predgen_ros/predgen_node"][-1].values}
+    assert int(health["ignored_messages"]) >= 2
+    assert health["engine_errors"] == "0"
+    assert g.exited() is None
