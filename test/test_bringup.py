@@ -1,0 +1,57 @@
+"""`predgen-ros bringup`: three processes, prefixed logs, stopped together."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from predgen_ros.nodes.bringup import node_command, node_for, ros_value
+
+
+def start_bringup(*args):
+    return subprocess.Popen([sys.executable, "-m", "predgen_ros.cli", "bringup", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def node_pids(proc):
+    return [child.pid for child in psutil.Process(proc.pid).children(recursive=True)]
+
+
+def test_parameters_go_to_the_node_that_declares_them():
+    assert [node_for(p) for p in ("asr.backend", "tts.sink", "verifier.k", "policy")] == ["asr_node", "tts_node", "predgen_node", "predgen_node"]
+    command = node_command("tts_node", "p.yaml", {"tts.sink": "none", "policy": "baseline", "tts.realtime": False})
+    assert command[-4:] == ["-p", "tts.sink:='none'", "-p", "tts.realtime:=false"]
+    assert ros_value("007") == "'007'"  # stays a string
+
+
+def test_one_node_failing_stops_the_others():
+    proc = start_bringup("--asr-backend", "whisper", "--sink", "none")
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 2, output[-3000:]
+    assert "[asr_node] asr_node: error: asr.backend: unknown backend 'whisper'" in output
+    assert "[bringup] asr_node exited with code 2; stopping the other nodes" in output
+
+
+def test_ctrl_c_stops_every_node_cleanly():
+    proc = start_bringup("--asr-backend", "text", "--sink", "none", "--set", "asr.text.wait_for_reply=false")
+    try:
+        lines = []
+        deadline = time.time() + 120
+        while not any("[predgen_node]" in line and "ready" in line for line in lines):
+            assert time.time() < deadline and proc.poll() is None, "".join(lines)[-3000:]
+            lines.append(proc.stdout.readline())
+        children = node_pids(proc)
+        assert len(children) >= 3
+        proc.send_signal(signal.SIGINT)
+        output = proc.communicate(timeout=30)[0]
+        assert proc.returncode == 0, output[-3000:]
+        assert "Traceback" not in output
+        assert not [pid for pid in children if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    finally:
+        if proc.poll() is None:
+            proc.kill()

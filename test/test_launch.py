@@ -1,0 +1,59 @@
+"""launch/predgen.launch.py: loaded by ROS 2 launch where it is installed; checked statically everywhere."""
+from __future__ import annotations
+
+import ast
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from predgen_ros.nodes import bringup
+from predgen_ros.nodes.asr_node import ASR_PARAMS
+from predgen_ros.nodes.predgen_node import PREDGEN_PARAMS
+from predgen_ros.nodes.tts_node import TTS_PARAMS
+
+LAUNCH_FILE = Path(__file__).resolve().parents[1] / "launch" / "predgen.launch.py"
+DECLARED = {"asr_node": ASR_PARAMS, "predgen_node": PREDGEN_PARAMS, "tts_node": TTS_PARAMS}
+ARGUMENTS = {"params_file", "policy", "model", "device", "asr_backend", "sink"}
+
+
+def ros2_launch_available() -> bool:
+    try:
+        from launch import LaunchDescription  # noqa: F401  (the repo's launch/ folder has no such name)
+        import launch_ros  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def launch_constants():
+    """NODES and OVERRIDES as written in the launch file, without importing launch."""
+    tree = ast.parse(LAUNCH_FILE.read_text())
+    constants = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) and node.targets[0].id in ("NODES", "OVERRIDES"):
+            constants[node.targets[0].id] = ast.literal_eval(node.value)
+    return constants
+
+
+def test_launch_file_starts_the_same_nodes_and_overrides_declared_parameters():
+    constants = launch_constants()
+    assert tuple(constants["NODES"]) == bringup.NODES
+    for argument, (parameter, node, _) in constants["OVERRIDES"].items():
+        assert parameter in DECLARED[node], f"launch argument {argument} sets {parameter}, which {node} does not declare"
+        assert bringup.node_for(parameter) == node  # bringup routes it to the same node
+    assert set(constants["OVERRIDES"]) | {"params_file"} == ARGUMENTS
+
+
+@pytest.mark.skipif(not ros2_launch_available(), reason="ROS 2 `launch` / `launch_ros` are not installed (not on PyPI; source a ROS 2 distro)")
+def test_ros2_launch_loads_the_launch_file():
+    from launch import LaunchDescription
+    from launch.actions import DeclareLaunchArgument
+
+    spec = importlib.util.spec_from_file_location("predgen_launch", LAUNCH_FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    description = module.generate_launch_description()
+    assert isinstance(description, LaunchDescription)
+    declared = {entity.name for entity in description.entities if isinstance(entity, DeclareLaunchArgument)}
+    assert declared == ARGUMENTS

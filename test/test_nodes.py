@@ -1,0 +1,159 @@
+"""Each node on its own: declared parameters, startup errors, asr_node over DDS."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import rclpy
+import yaml
+from std_msgs.msg import Bool, Header, String
+
+from predgen_ros.audio.asr import to_pcm16k
+from predgen_ros.audio.tts import PiperSynthesizer
+from predgen_ros.nodes.bringup import default_params_file
+from predgen_ros.nodes.common import TEXT_QOS
+
+NODES = ("asr_node", "predgen_node", "tts_node")
+# What each node needs on this machine, which has no microphone or speaker.
+NO_DEVICES = {"asr_node": ["-p", "asr.backend:=text"], "tts_node": ["-p", "tts.sink:=none"], "predgen_node": []}
+
+
+def flatten(tree, prefix=""):
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            yield from flatten(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+def yaml_parameters(node):
+    tree = yaml.safe_load(default_params_file().read_text())
+    return dict(flatten(tree[node]["ros__parameters"]))
+
+
+def node_class(node):
+    module = __import__(f"predgen_ros.nodes.{node}", fromlist=["x"])
+    return {"asr_node": module.__dict__.get("AsrNode"), "predgen_node": module.__dict__.get("PredgenNode"), "tts_node": module.__dict__.get("TtsNode")}[node]
+
+
+@pytest.mark.parametrize("node", NODES)
+def test_every_yaml_parameter_is_declared_by_its_node(node):
+    """The real node, started in-process with the YAML, declares every name in its section."""
+    rclpy.init(args=["--ros-args", "--params-file", str(default_params_file()), *NO_DEVICES[node]])
+    try:
+        instance = node_class(node)()
+        try:
+            for name, value in yaml_parameters(node).items():
+                assert instance.has_parameter(name), f"{node}: {name} in config/predgen.yaml is not declared"
+                descriptor = instance.describe_parameter(name)
+                assert descriptor.description, f"{node}: {name} has no description"
+        finally:
+            instance.close()
+            instance.destroy_node()
+    finally:
+        rclpy.try_shutdown()
+
+
+def run_node(node, *ros_args, timeout=120):
+    return subprocess.run([sys.executable, "-m", f"predgen_ros.nodes.{node}", "--ros-args", *ros_args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def assert_startup_error(result, *needles):
+    assert result.returncode == 2, result.stderr[-2000:]
+    errors = [line for line in result.stderr.splitlines() if ": error: " in line]
+    assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    for needle in needles:
+        assert needle in errors[0], errors[0]
+
+
+def test_a_misspelt_parameter_stops_the_node():
+    assert_startup_error(run_node("tts_node", "-p", "tts.sink:=none", "-p", "tts.snk:=wav"), "unknown parameter tts.snk")
+
+
+def test_missing_model_path(tmp_path):
+    missing = tmp_path / "no-model"
+    assert_startup_error(run_node("predgen_node", "-p", f"model.path:={missing}"), "model.path", str(missing))
+
+
+def test_missing_voice_path(tmp_path):
+    missing = tmp_path / "voice.onnx"
+    assert_startup_error(run_node("tts_node", "-p", "tts.sink:=none", "-p", f"tts.voice_path:={missing}"), "tts.voice_path", str(missing))
+
+
+def test_missing_vosk_model(tmp_path):
+    missing = tmp_path / "vosk-model"
+    result = run_node("asr_node", "-p", "asr.backend:=vosk", "-p", f"asr.vosk.model_path:={missing}", "-p", "asr.input:=x.wav")
+    assert_startup_error(result, "asr.vosk.model_path", str(missing))
+
+
+def test_missing_wav_input(tmp_path):
+    missing = tmp_path / "speech.wav"
+    assert_startup_error(run_node("asr_node", "-p", f"asr.input:={missing}"), "asr.input", str(missing))
+
+
+def test_microphone_without_capture_device():
+    import sounddevice
+
+    if any(d["max_input_channels"] > 0 for d in sounddevice.query_devices()):
+        pytest.skip("this machine has a capture device")
+    assert_startup_error(run_node("asr_node", "-p", "asr.input:=microphone"), "asr.input", "no audio capture device")
+
+
+def test_speaker_without_output_device():
+    import sounddevice
+
+    if any(d["max_output_channels"] > 0 for d in sounddevice.query_devices()):
+        pytest.skip("this machine has an output device")
+    assert_startup_error(run_node("tts_node", "-p", "tts.sink:=speaker"), "no audio output device")
+
+
+def test_unknown_asr_backend():
+    assert_startup_error(run_node("asr_node", "-p", "asr.backend:=whisper"), "asr.backend", "whisper")
+
+
+@pytest.fixture
+def user_speech_wav(tmp_path):
+    """Two questions spoken by the Piper voice, a second of silence after each, as 16 kHz WAV."""
+    import wave
+
+    synth = PiperSynthesizer()
+    silence = b"\0" * 32000
+    pcm = silence[:8000]
+    for text in ("What is the capital of France?", "Tell me a joke about robots."):
+        speech = synth.synthesize(text)
+        pcm += to_pcm16k(speech.samples, speech.sample_rate) + silence
+    path = tmp_path / "user.wav"
+    with wave.open(str(path), "wb") as f:
+        f.setnchannels(1), f.setsampwidth(2), f.setframerate(16000), f.writeframes(pcm)
+    return path
+
+
+def test_asr_node_streams_pocketsphinx_partials_and_finals(user_speech_wav):
+    """asr_node over DDS: partials only on change and never empty, one final per utterance."""
+    proc = subprocess.Popen([sys.executable, "-m", "predgen_ros.nodes.asr_node", "--ros-args", "-p", f"asr.input:={user_speech_wav}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    rclpy.init()
+    try:
+        node = rclpy.create_node("test_listener")
+        partials, finals, ends = [], [], []
+        node.create_subscription(String, "asr/partial", lambda m: partials.append(m.data), TEXT_QOS)
+        node.create_subscription(String, "asr/final", lambda m: finals.append((m.data, len(partials))), TEXT_QOS)
+        node.create_subscription(Header, "asr/speech_end", lambda m: ends.append(m.stamp.sec + m.stamp.nanosec * 1e-9), TEXT_QOS)
+        deadline = time.time() + 60
+        while (len(finals) < 2 or len(ends) < 2) and time.time() < deadline and proc.poll() is None:
+            rclpy.spin_once(node, timeout_sec=0.1)
+        node.destroy_node()
+    finally:
+        rclpy.try_shutdown()
+        proc.terminate()
+        output = proc.communicate(timeout=20)[0]
+    assert len(finals) == 2, output[-2000:]
+    assert len(ends) == 2 and ends[0] < ends[1] <= time.time()
+    assert all(p.strip() == p and p for p in partials)
+    assert all(a != b for a, b in zip(partials, partials[1:])), "a partial repeated the previous one"
+    assert "capital" in finals[0][0] and "robot" in finals[1][0], finals
+    assert finals[0][1] >= 3, "several partials came before the first final"

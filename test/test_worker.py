@@ -1,0 +1,107 @@
+"""The engine worker thread and its latest-wins mailbox."""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from predgen_ros.engine.session import EngineConfig, Session
+from predgen_ros.engine.worker import EngineWorker, Event, Mailbox
+
+
+def test_a_partial_replaces_the_unread_partial_but_finals_stay_in_order():
+    box = Mailbox(capacity=4)
+    for text in ("a", "a b", "a b c"):
+        box.post(Event("partial", text))
+    box.post(Event("final", "a b c d"))
+    box.post(Event("partial", "next"))
+    assert [(e.kind, e.text) for e in box.take(0)] == [("partial", "a b c"), ("final", "a b c d"), ("partial", "next")]
+    assert box.replaced == 2 and box.take(0) == []
+
+
+def test_the_mailbox_never_grows_past_its_capacity():
+    box = Mailbox(capacity=4)
+    for i in range(10):
+        box.post(Event("final", str(i)))
+    assert len(box) == 4 and box.dropped == 6
+    assert [e.text for e in box.take(0)] == ["6", "7", "8", "9"]
+
+
+class Recorder:
+    def __init__(self):
+        self.emissions = []
+        self.done = threading.Event()
+
+    def __call__(self, kind, text, turn):
+        self.emissions.append((kind, text, turn))
+        if kind == "done":
+            self.done.set()
+
+
+def start_worker(lm, **config):
+    recorder = Recorder()
+    worker = EngineWorker(Session(lm, EngineConfig(**config), time.time), recorder)
+    worker.start()
+    return worker, recorder
+
+
+def say(worker, text):
+    words = text.split()
+    for n in range(1, len(words) + 1):
+        worker.mailbox.post(Event("partial", " ".join(words[:n]), time.time()))
+    worker.mailbox.post(Event("final", text, time.time()))
+
+
+def test_worker_answers_a_turn_in_order(tiny_lm):
+    worker, recorder = start_worker(tiny_lm, policy="predgen", verifier="exact", max_new_tokens=12)
+    try:
+        say(worker, "What is the capital of France?")
+        assert recorder.done.wait(60)
+        kinds = [kind for kind, _, _ in recorder.emissions]
+        assert "commit" in kinds and kinds.index("commit") < kinds.index("done")
+        assert set(kinds[: kinds.index("commit")]) <= {"candidate"}
+        assert worker.session.history[-1][0] == "What is the capital of France?"
+    finally:
+        worker.stop()
+
+
+def test_a_burst_of_partials_costs_a_few_verifications(tiny_lm):
+    worker, recorder = start_worker(tiny_lm, policy="predgen", verifier="exact", max_new_tokens=4)
+    try:
+        for i in range(1000):
+            worker.mailbox.post(Event("partial", f"count the numbers up to {i}", time.time()))
+        worker.mailbox.post(Event("final", "count the numbers up to 999", time.time()))
+        assert recorder.done.wait(60)
+        turn = recorder.emissions[-1][2]
+        assert turn.user_text == "count the numbers up to 999"
+        assert turn.rounds < 100, turn.rounds  # one verification per batch taken, not per message
+        assert worker.mailbox.replaced > 900
+    finally:
+        worker.stop()
+
+
+def test_an_error_in_a_turn_is_logged_and_the_next_turn_served(tiny_lm, caplog):
+    worker, recorder = start_worker(tiny_lm, policy="predgen", verifier="exact", max_new_tokens=4)
+    real_step = worker.session.step
+    calls = {"n": 0}
+
+    def failing_once():
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("simulated fault")
+        return real_step()
+
+    worker.session.step = failing_once
+    try:
+        with caplog.at_level(logging.ERROR, logger="predgen_ros.engine.worker"):
+            say(worker, "First question?")
+            deadline = time.time() + 10
+            while worker.errors == 0 and time.time() < deadline:
+                time.sleep(0.01)
+        assert worker.errors == 1 and worker.alive
+        assert "simulated fault" in caplog.text and "dropping the turn" in caplog.text
+        say(worker, "Second question?")
+        assert recorder.done.wait(60)
+        assert recorder.emissions[-1][2].user_text == "Second question?"
+    finally:
+        worker.stop()
