@@ -157,3 +157,31 @@ def test_asr_node_streams_pocketsphinx_partials_and_finals(user_speech_wav):
     assert all(a != b for a, b in zip(partials, partials[1:])), "a partial repeated the previous one"
     assert "capital" in finals[0][0] and "robot" in finals[1][0], finals
     assert finals[0][1] >= 3, "several partials came before the first final"
+
+
+def test_asr_node_is_deaf_while_the_robot_speaks(user_speech_wav):
+    """With asr.mute_while_robot_speaks, audio heard while robot_speaking is true is dropped."""
+    from diagnostic_msgs.msg import DiagnosticArray
+
+    proc = subprocess.Popen([sys.executable, "-m", "predgen_ros.nodes.asr_node", "--ros-args", "-p", f"asr.input:={user_speech_wav}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    rclpy.init()
+    try:
+        node = rclpy.create_node("test_robot")
+        speaking = node.create_publisher(Bool, "robot_speaking", TEXT_QOS)
+        heard, states = [], []
+        node.create_subscription(String, "asr/partial", lambda m: heard.append(m.data), TEXT_QOS)
+        node.create_subscription(String, "asr/final", lambda m: heard.append(m.data), TEXT_QOS)
+        node.create_subscription(DiagnosticArray, "/diagnostics", lambda m: states.extend(
+            {kv.key: kv.value for kv in s.values}["state"] for s in m.status if s.name == "/predgen_ros/asr_node"), 10)
+        deadline = time.time() + 60
+        while "input finished" not in states and time.time() < deadline and proc.poll() is None:
+            speaking.publish(Bool(data=True))  # the robot talks through the whole recording
+            rclpy.spin_once(node, timeout_sec=0.1)
+        node.destroy_node()
+    finally:
+        rclpy.try_shutdown()
+        proc.terminate()
+        output = proc.communicate(timeout=20)[0]
+    assert "muted" in states and "input finished" in states, (states, output[-2000:])
+    assert heard == []

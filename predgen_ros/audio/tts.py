@@ -50,6 +50,7 @@ class PiperSynthesizer:
         self.sample_rate = self.voice.config.sample_rate
         self.cache_size = cache_size
         self._cache: OrderedDict[str, Speech] = OrderedDict()
+        self.hits = 0  # sentences served from the cache
 
     def __len__(self) -> int:
         """Sentences in the cache."""
@@ -61,6 +62,7 @@ class PiperSynthesizer:
     def synthesize(self, sentence: str) -> Speech:
         """Audio for `sentence`, from the cache when it was synthesized before."""
         if sentence in self._cache:
+            self.hits += 1
             self._cache.move_to_end(sentence)
             return self._cache[sentence]
         chunks = [chunk.audio_int16_array for chunk in self.voice.synthesize(sentence)]

@@ -207,7 +207,7 @@ class TtsNode(Node):
     def _health(self):
         values = {
             "sink": self.p["tts.sink"], "speaking": self.speaking, "replies": self.replies, "sentences": self.sentences,
-            "cached_sentences": len(self.synth), "barge_ins": self.barge_ins, "audio_errors": self.sink_errors,
+            "cached_sentences": len(self.synth), "cache_hits": self.synth.hits, "barge_ins": self.barge_ins, "audio_errors": self.sink_errors,
         }
         if self.sink_errors and self.error_reply == self.replies:
             return ERROR, f"reply {self.error_reply}: {self.last_error}", values

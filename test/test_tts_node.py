@@ -1,0 +1,98 @@
+"""tts_node alone: real-time speech, barge-in within a chunk, pre-synthesis, audio on a topic."""
+from __future__ import annotations
+
+import time
+import wave
+
+import pytest
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray
+from std_msgs.msg import Bool, Header, Int16MultiArray, String
+
+from predgen_ros.nodes.bringup import Graph, default_params_file
+from predgen_ros.nodes.common import AUDIO_QOS, TEXT_QOS
+
+LONG = ("Robots that listen while you speak can prepare an answer early, "
+        "and this sentence is long enough to take several seconds to say out loud.")
+
+
+class Listener:
+    def __init__(self):
+        self.node = rclpy.create_node("test_tts_listener")
+        self.say = self.node.create_publisher(String, "tts/say", TEXT_QOS)
+        self.candidate = self.node.create_publisher(String, "predgen/candidate", TEXT_QOS)
+        self.partial = self.node.create_publisher(String, "asr/partial", TEXT_QOS)
+        self.speaking: list[tuple[float, bool]] = []
+        self.first_audio: list[str] = []
+        self.chunks: list[int] = []
+        self.health: list[dict[str, str]] = []
+        self.node.create_subscription(Bool, "robot_speaking", lambda m: self.speaking.append((time.time(), m.data)), TEXT_QOS)
+        self.node.create_subscription(Header, "tts/first_audio", lambda m: self.first_audio.append(m.frame_id), TEXT_QOS)
+        self.node.create_subscription(Int16MultiArray, "tts/audio", lambda m: self.chunks.append(len(m.data)), AUDIO_QOS)
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_health, 10)
+
+    def _on_health(self, msg):
+        self.health += [{kv.key: kv.value for kv in s.values} for s in msg.status if s.name == "/predgen_ros/tts_node"]
+
+    def spin_until(self, condition, timeout=60.0, graph=None):
+        deadline = time.time() + timeout
+        while not condition():
+            rclpy.spin_once(self.node, timeout_sec=0.02)
+            assert graph is None or graph.exited() is None, f"tts_node died: {graph.exited()}"
+            assert time.time() < deadline, "timed out"
+
+    def is_speaking(self):
+        return bool(self.speaking) and self.speaking[-1][1]
+
+
+@pytest.fixture
+def tts(tmp_path, request):
+    overrides = {"tts.sink": request.param, "tts.wav_dir": str(tmp_path / "wav"), "tts.realtime": True, "tts.chunk_ms": 100}
+    rclpy.init()
+    with open(tmp_path / "tts.log", "w") as log, Graph(default_params_file(), overrides, nodes=("tts_node",), log=log) as graph:
+        listener = Listener()
+        listener.spin_until(lambda: listener.node.count_subscribers("tts/say") > 0 and listener.health, graph=graph)
+        yield graph, listener, tmp_path / "wav"
+        listener.node.destroy_node()
+    rclpy.try_shutdown()
+
+
+@pytest.mark.parametrize("tts", ["wav"], indirect=True)
+def test_barge_in_stops_speech_within_a_chunk(tts):
+    graph, listener, wav_dir = tts
+    listener.say.publish(String(data=LONG))
+    listener.spin_until(lambda: listener.is_speaking() and listener.first_audio, graph=graph)
+    assert listener.first_audio[-1] == LONG
+    time.sleep(1.0)
+    t_user = time.time()
+    listener.partial.publish(String(data="wait"))
+    listener.spin_until(lambda: not listener.is_speaking(), timeout=5, graph=graph)
+    stopped_after = listener.speaking[-1][0] - t_user
+    assert stopped_after < 0.35, stopped_after  # one 100 ms chunk, plus DDS delivery both ways
+    listener.say.publish(String(data=""))       # predgen_node ends the interrupted reply
+    with wave.open(str(wav_dir / "reply_001.wav")) as f:
+        played = f.getnframes() / f.getframerate()
+    assert 0.9 < played < 1.6, played           # about the second it spoke, not the whole sentence
+
+    # the next reply is spoken in full
+    listener.say.publish(String(data="Of course."))
+    listener.say.publish(String(data=""))
+    listener.spin_until(lambda: [s for _, s in listener.speaking].count(True) >= 2 and not listener.is_speaking(), graph=graph)
+    with wave.open(str(wav_dir / "reply_002.wav")) as f:
+        assert f.getnframes() / f.getframerate() > 0.4
+    assert int(listener.health[-1]["barge_ins"]) == 1
+
+
+@pytest.mark.parametrize("tts", ["topic"], indirect=True)
+def test_candidates_are_presynthesized_and_audio_goes_out_on_a_topic(tts):
+    graph, listener, _ = tts
+    listener.candidate.publish(String(data="The capital of France is Paris."))
+    listener.spin_until(lambda: int(listener.health[-1]["cached_sentences"]) == 1, timeout=10, graph=graph)
+    assert listener.health[-1]["cache_hits"] == "0"
+    listener.say.publish(String(data="The capital of France is Paris."))
+    listener.say.publish(String(data=""))
+    listener.spin_until(lambda: any(s for _, s in listener.speaking) and not listener.is_speaking(), graph=graph)
+    listener.health.clear()
+    listener.spin_until(lambda: listener.health, timeout=5, graph=graph)
+    assert listener.health[-1]["cache_hits"] == "1"  # spoken from the cache, not synthesized again
+    assert sum(listener.chunks) > 22050 * 0.8 and max(listener.chunks) <= 2205
