@@ -132,26 +132,41 @@ def user_speech_wav(tmp_path):
     return path
 
 
+class AsrNodeOnWav:
+    """asr_node as a process playing `wav`, and an in-process rclpy node to talk to it."""
+
+    def __init__(self, wav, name):
+        self.proc = subprocess.Popen([sys.executable, "-m", "predgen_ros.nodes.asr_node", "--ros-args", "-p", f"asr.input:={wav}"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        rclpy.init()
+        self.node = rclpy.create_node(name)
+        self.output = ""
+
+    def spin_while(self, condition, step=lambda: None, timeout=60.0):
+        deadline = time.time() + timeout
+        while condition() and time.time() < deadline and self.proc.poll() is None:
+            step()
+            rclpy.spin_once(self.node, timeout_sec=0.1)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.node.destroy_node()
+        rclpy.try_shutdown()
+        self.proc.terminate()
+        self.output = self.proc.communicate(timeout=20)[0]
+
+
 def test_asr_node_streams_pocketsphinx_partials_and_finals(user_speech_wav):
     """asr_node over DDS: partials only on change and never empty, one final per utterance."""
-    proc = subprocess.Popen([sys.executable, "-m", "predgen_ros.nodes.asr_node", "--ros-args", "-p", f"asr.input:={user_speech_wav}"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    rclpy.init()
-    try:
-        node = rclpy.create_node("test_listener")
-        partials, finals, ends = [], [], []
-        node.create_subscription(String, "asr/partial", lambda m: partials.append(m.data), TEXT_QOS)
-        node.create_subscription(String, "asr/final", lambda m: finals.append((m.data, len(partials))), TEXT_QOS)
-        node.create_subscription(Header, "asr/speech_end", lambda m: ends.append(m.stamp.sec + m.stamp.nanosec * 1e-9), TEXT_QOS)
-        deadline = time.time() + 60
-        while (len(finals) < 2 or len(ends) < 2) and time.time() < deadline and proc.poll() is None:
-            rclpy.spin_once(node, timeout_sec=0.1)
-        node.destroy_node()
-    finally:
-        rclpy.try_shutdown()
-        proc.terminate()
-        output = proc.communicate(timeout=20)[0]
-    assert len(finals) == 2, output[-2000:]
+    partials, finals, ends = [], [], []
+    with AsrNodeOnWav(user_speech_wav, "test_listener") as asr:
+        asr.node.create_subscription(String, "asr/partial", lambda m: partials.append(m.data), TEXT_QOS)
+        asr.node.create_subscription(String, "asr/final", lambda m: finals.append((m.data, len(partials))), TEXT_QOS)
+        asr.node.create_subscription(Header, "asr/speech_end", lambda m: ends.append(m.stamp.sec + m.stamp.nanosec * 1e-9), TEXT_QOS)
+        asr.spin_while(lambda: len(finals) < 2 or len(ends) < 2)
+    assert len(finals) == 2, asr.output[-2000:]
     assert len(ends) == 2 and ends[0] < ends[1] <= time.time()
     assert all(p.strip() == p and p for p in partials)
     assert all(a != b for a, b in zip(partials, partials[1:])), "a partial repeated the previous one"
@@ -163,25 +178,14 @@ def test_asr_node_is_deaf_while_the_robot_speaks(user_speech_wav):
     """With asr.mute_while_robot_speaks, audio heard while robot_speaking is true is dropped."""
     from diagnostic_msgs.msg import DiagnosticArray
 
-    proc = subprocess.Popen([sys.executable, "-m", "predgen_ros.nodes.asr_node", "--ros-args", "-p", f"asr.input:={user_speech_wav}"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    rclpy.init()
-    try:
-        node = rclpy.create_node("test_robot")
-        speaking = node.create_publisher(Bool, "robot_speaking", TEXT_QOS)
-        heard, states = [], []
-        node.create_subscription(String, "asr/partial", lambda m: heard.append(m.data), TEXT_QOS)
-        node.create_subscription(String, "asr/final", lambda m: heard.append(m.data), TEXT_QOS)
-        node.create_subscription(DiagnosticArray, "/diagnostics", lambda m: states.extend(
+    heard, states = [], []
+    with AsrNodeOnWav(user_speech_wav, "test_robot") as asr:
+        speaking = asr.node.create_publisher(Bool, "robot_speaking", TEXT_QOS)
+        asr.node.create_subscription(String, "asr/partial", lambda m: heard.append(m.data), TEXT_QOS)
+        asr.node.create_subscription(String, "asr/final", lambda m: heard.append(m.data), TEXT_QOS)
+        asr.node.create_subscription(DiagnosticArray, "/diagnostics", lambda m: states.extend(
             {kv.key: kv.value for kv in s.values}["state"] for s in m.status if s.name == "/predgen_ros/asr_node"), 10)
-        deadline = time.time() + 60
-        while "input finished" not in states and time.time() < deadline and proc.poll() is None:
-            speaking.publish(Bool(data=True))  # the robot talks through the whole recording
-            rclpy.spin_once(node, timeout_sec=0.1)
-        node.destroy_node()
-    finally:
-        rclpy.try_shutdown()
-        proc.terminate()
-        output = proc.communicate(timeout=20)[0]
-    assert "muted" in states and "input finished" in states, (states, output[-2000:])
+        # the robot talks through the whole recording
+        asr.spin_while(lambda: "input finished" not in states, step=lambda: speaking.publish(Bool(data=True)))
+    assert "muted" in states and "input finished" in states, (states, asr.output[-2000:])
     assert heard == []

@@ -23,7 +23,6 @@ class Event:
     kind: str  # "partial" | "final" | "reset"
     text: str = ""
     t: float = 0.0
-    t_speech_end: float | None = None
 
 
 class Mailbox:
@@ -88,8 +87,8 @@ class EngineWorker:
         self.clock = clock
         self.mailbox = Mailbox()
         self.errors = 0
-        self.speech_end: dict[int, float] = {}  # id(TurnStats) -> end of the user's speech
         self._end_of_turn_at: float | None = None
+        self._busy = False
         self._thread = threading.Thread(target=self._run, name="predgen-engine", daemon=True)
 
     def start(self) -> None:
@@ -104,7 +103,8 @@ class EngineWorker:
         return self._thread.is_alive()
 
     def busy(self) -> bool:
-        return self.session.has_work() or self._end_of_turn_at is not None
+        """Whether a turn is in progress (safe to ask from any thread)."""
+        return self._busy
 
     def _run(self) -> None:
         while not self.mailbox.closed:
@@ -115,6 +115,7 @@ class EngineWorker:
                 self._guarded(lambda: self.session.end_of_turn(self.clock()))
             if self.session.has_work():
                 self._guarded(self._step)
+            self._busy = self.session.has_work() or self._end_of_turn_at is not None
 
     def _wait_time(self) -> float | None:
         if self.session.has_work():
@@ -129,14 +130,12 @@ class EngineWorker:
             self.session.partial(event.text, event.t)
         elif event.kind == "final":
             self.session.final(event.text, event.t)
-            if self.session.turn.t_final == event.t:
-                self.speech_end[id(self.session.turn)] = event.t_speech_end or event.t
+            if self.session.turn.t_final == event.t:  # not a duplicate
                 self._end_of_turn_at = event.t + self.endpoint_delay
         elif event.kind == "reset":
             self.session.reset()
             self._end_of_turn_at = None
         if self.session.turn is not before:
-            self.speech_end.pop(id(before), None)
             if before.t_commit is not None and not before.reply:
                 self.emit("interrupted", "", before)
 
