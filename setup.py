@@ -24,7 +24,6 @@ setup(
     maintainer_email="predgen-ros@example.com",
     description="Speculative LLM replies for ROS 2 voice dialogue (PredGen).",
     license="Apache-2.0",
-    tests_require=["pytest"],
     entry_points={
         "console_scripts": [f"predgen-ros = {PACKAGE}.cli:main"] + [f"{node} = {PACKAGE}.nodes.{node}:main" for node in NODES],
     },
