@@ -66,6 +66,25 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--policies", type=_policy_list, default=["baseline", "predgen"], help="comma-separated (default baseline,predgen)")
     demo.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file (default: config/predgen.yaml)")
     demo.add_argument("--out", type=Path, default=Path("demo-out"), help="replies (WAV), node logs and reports.json go here (default demo-out)")
+
+    make_bag = sub.add_parser("make-bag", help="questions spoken by Piper, heard by a streaming ASR, saved as an MCAP rosbag2 bag")
+    make_bag.add_argument("--questions", type=Path, default=None, help="MT-Bench .jsonl or a text file of utterances (default: MT-Bench turn 1)")
+    make_bag.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    make_bag.add_argument("--out", type=Path, default=None, help="bag folder to create (default: ~/.cache/predgen_ros/bags/mtbench-<N>)")
+    make_bag.add_argument("--vosk-model", default=None, help="use vosk with this model folder instead of pocketsphinx")
+    make_bag.add_argument("--endpoint-silence", type=float, default=0.5, help="trailing silence that ends an utterance, s (default 0.5)")
+    make_bag.add_argument("--gap", type=float, default=3.0, help="silence before each question, s (default 3)")
+
+    info = sub.add_parser("bag-info", help="summary of a bag, like `ros2 bag info`")
+    info.add_argument("bag", type=Path, help="bag folder (or its .mcap file)")
+
+    ev = sub.add_parser("eval", help="replay a bag into the graph once per policy; report, summary.json, plots, recorded bags")
+    ev.add_argument("--bag", type=Path, required=True, help="bag made by make-bag")
+    ev.add_argument("--policies", type=_policy_list, default=list(POLICIES), help="comma-separated (default baseline,preemptive,predgen)")
+    ev.add_argument("--out", type=Path, default=Path("eval-out"), help="output folder (default eval-out)")
+    ev.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file (default: config/predgen.yaml)")
+    ev.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", type=_assignment, help="any node parameter (repeatable)")
+    ev.add_argument("--max-new-tokens", type=int, default=0, help="reply length; 0 (default) stops after the first sentence")
     return parser
 
 
@@ -166,19 +185,79 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"bench": cmd_bench, "bringup": cmd_bringup, "demo": cmd_demo}
+def _default_bag_folder(limit: int | None) -> Path:
+    import os
+
+    cache = Path(os.environ.get("PREDGEN_ROS_CACHE", Path.home() / ".cache" / "predgen_ros"))
+    return cache / "bags" / f"mtbench-{limit or 'all'}"
+
+
+def cmd_make_bag(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from .audio.asr import AsrError
+    from .audio.text_asr import load_questions
+    from .eval.make_bag import BagSettings, make_bag
+
+    if args.limit is not None and args.limit < 1:
+        raise ConfigError(f"--limit must be >= 1, got {args.limit}")
+    questions = load_questions(args.questions, args.limit)
+    out = args.out or _default_bag_folder(args.limit)
+    settings = BagSettings("vosk" if args.vosk_model else "pocketsphinx", args.vosk_model or "", args.endpoint_silence, args.gap)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with tqdm(total=len(questions), desc="make-bag", unit="utterance") as bar:
+            counts = make_bag(out, questions, settings, progress=bar.update)
+    except AsrError as err:
+        raise ConfigError(str(err)) from None
+    print(f"wrote {out}: {counts['questions']} questions, {counts['audio_s']:.1f} s of audio, "
+          f"{counts['partials']} partials, {counts['finals']} finals ({settings.backend})")
+    return 0
+
+
+def cmd_bag_info(args: argparse.Namespace) -> int:
+    from .eval.bags import bag_summary
+
+    print(bag_summary(args.bag))
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from .eval.bench import format_table
+    from .eval.replay import EvalSettings, load_replay, run_eval
+    from .nodes.bringup import default_params_file
+
+    params_file = args.params or default_params_file()
+    if not params_file.is_file():
+        raise ConfigError(f"parameter file not found: {params_file} (give --params)")
+    messages, _ = load_replay(args.bag)  # a bad bag fails here, before any node starts
+    finals = sum(m.topic == "asr/final" for m in messages)
+    overrides = {"generation.max_new_tokens": args.max_new_tokens, **dict(args.set)}
+    settings = EvalSettings(args.bag, args.out, params_file, tuple(args.policies), overrides)
+    with tqdm(total=finals * len(args.policies), desc="eval", unit="utterance") as bar:
+        _, summary = run_eval(settings, progress=lambda policy: (bar.set_postfix_str(policy), bar.update()))
+    print(f"\nASR revision rate {summary['revision_rate']:.1%}, word error rate {summary['wer']:.1%}")
+    print(format_table({p: summary[p] for p in args.policies}))
+    print(f"wrote {args.out}/report.md, summary.json, turns.csv, latency.png, recorded_<policy>/")
+    return 0
+
+
+COMMANDS = {"bench": cmd_bench, "bringup": cmd_bringup, "demo": cmd_demo, "make-bag": cmd_make_bag, "bag-info": cmd_bag_info, "eval": cmd_eval}
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     from .audio.tts import VoiceError
+    from .eval.bags import BagError
     from .eval.graph_demo import GraphError
     from .eval.questions import QuestionError
 
     try:
         return COMMANDS[args.command](args)
-    except (ModelError, VoiceError, QuestionError, ConfigError, GraphError) as err:
+    except (ModelError, VoiceError, QuestionError, ConfigError, GraphError, BagError) as err:
         print(f"predgen-ros {args.command}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -121,6 +121,10 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
+def _mean_or_none(values: list[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
 def summarize(records: list[TurnRecord], policies: list[str]) -> dict:
     """Per policy aggregates; speedups are per-turn ratios against baseline."""
     baseline = {r.qid: r for r in records if r.policy == "baseline"}
@@ -142,7 +146,7 @@ def summarize(records: list[TurnRecord], policies: list[str]) -> dict:
             "ttfs_mean_s": statistics.fmean(r.ttfs_s for r in rows),
             "speedup_vs_baseline_p50": percentile(speedups, 0.5) if speedups else None,
             "first_sentence_match": statistics.fmean(matches) if matches else None,
-            "first_sentence_logprob_mean": statistics.fmean(r.first_sentence_logprob for r in rows if r.first_sentence_ids),
+            "first_sentence_logprob_mean": _mean_or_none([r.first_sentence_logprob for r in rows if r.first_sentence_ids]),
             "nfe_tfs_p50": percentile([r.nfe_tfs for r in rows], 0.5),
             "input_nfe_mean": statistics.fmean(r.input_nfe for r in rows),
             "llm_load": sum(r.input_llm_s for r in rows) / sum(r.speech_s for r in rows),
@@ -220,14 +224,15 @@ def format_table(summary: dict) -> str:
             f"{policy:<11} {s['audio_latency_p50_s']:>8.3f}s {s['audio_latency_p90_s']:>6.3f} {s['audio_latency_mean_s']:>6.3f} "
             f"{s['ttfs_p50_s']:>7.3f}s {fmt(s['speedup_vs_baseline_p50'], '>6.2f')}x {s['nfe_tfs_p50']:>7.1f} "
             f"{s['precomputed_share']:>4.0%} {s['input_nfe_mean']:>6.1f} {s['llm_load']:>5.2f} {fmt(s['first_sentence_match'], '>5.0%')} "
-            f"{s['first_sentence_logprob_mean']:>7.3f} {fmt(s['jacobi_tokens_per_iteration'], '>8.2f')} {fmt(s['decode_tokens_per_s'], '>7.1f')}"
+            f"{fmt(s['first_sentence_logprob_mean'], '>7.3f')} {fmt(s['jacobi_tokens_per_iteration'], '>8.2f')} {fmt(s['decode_tokens_per_s'], '>7.1f')}"
         )
     return "\n".join(lines)
 
 
-def write_outputs(out: Path, records: list[TurnRecord], summary: dict, meta: dict, ties: dict) -> None:
+def write_outputs(out: Path, records: list[TurnRecord], summary: dict, meta: dict, ties: dict, extra: dict | None = None) -> None:
+    """summary.json (per policy, then `extra` keys, settings, mismatches), turns.csv, latency.png."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.json").write_text(json.dumps({**summary, "_settings": meta, "_mismatches": ties}, indent=2))
+    (out / "summary.json").write_text(json.dumps({**summary, **(extra or {}), "_settings": meta, "_mismatches": ties}, indent=2))
     with open(out / "turns.csv", "w", newline="") as f:
         rows = [{k: v for k, v in asdict(r).items() if k not in ("first_sentence_ids", "prompt_ids")} for r in records]
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -254,7 +259,7 @@ def plot_latency(path: Path, records: list[TurnRecord], policies: list[str]) -> 
     width = 0.8 / len(policies)
     for i, policy in enumerate(policies):
         lat = {r.qid: r.audio_latency_s for r in records if r.policy == policy}
-        bars.bar([j + i * width for j in range(len(qids))], [lat[q] for q in qids], width, label=policy)
+        bars.bar([j + i * width for j in range(len(qids))], [lat.get(q, float("nan")) for q in qids], width, label=policy)
     bars.set_xlabel("turn")
     bars.set_ylabel("audio latency (s)")
     bars.set_title("Per turn")

@@ -168,6 +168,11 @@ class PredgenNode(Node):
             "candidate_tokens": "" if turn.final_candidate is None else turn.final_candidate,
             "rounds": turn.rounds,
             "input_nfe": len(turn.input_passes(t_end)),
+            "input_llm_s": sum(min(stop, t_end) - start for start, stop in turn.input_passes(t_end)),
+            "decode_tokens": turn.decode_tokens,
+            "decode_s": turn.decode_seconds,
+            "jacobi_passes": turn.jacobi_passes,
+            "jacobi_tokens": turn.jacobi_tokens,
         }
         if not turn.first_sentence:
             level, message = OK, f"turn {report.number}: empty reply, nothing to say"

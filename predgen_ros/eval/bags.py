@@ -1,0 +1,113 @@
+"""rosbag2 bags (MCAP) written and read with the pure-Python `rosbags` library.
+
+Messages are stored as CDR bytes with their type definitions embedded, so
+`ros2 bag info` / `ros2 bag play` of a ROS 2 distro open the bags, and rclpy's
+`serialize_message` / `deserialize_message` convert them without a typestore.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+# Topics of an evaluation bag and their types.
+USER_TOPICS = {
+    "asr/partial": "std_msgs/msg/String",
+    "asr/final": "std_msgs/msg/String",
+    "asr/speech_end": "std_msgs/msg/Header",   # stamp = end of the last voiced audio, frame_id = utterance number
+    "audio/user": "std_msgs/msg/Int16MultiArray",  # 16 kHz mono chunks of the user's speech
+    "eval/turn": "std_msgs/msg/String",        # JSON: qid, reference text, true start and end of speech
+}
+GRAPH_TOPICS = {
+    "predgen/candidate": "std_msgs/msg/String",
+    "tts/say": "std_msgs/msg/String",
+    "predgen/response": "std_msgs/msg/String",
+    "predgen/latency": "diagnostic_msgs/msg/DiagnosticArray",
+    "tts/first_audio": "std_msgs/msg/Header",
+    "robot_speaking": "std_msgs/msg/Bool",
+}
+
+
+class BagError(RuntimeError):
+    """A bag that is missing, truncated or not a rosbag2 bag; the message says which."""
+
+
+@dataclass(frozen=True)
+class BagMessage:
+    topic: str
+    msgtype: str
+    t_ns: int
+    raw: bytes  # CDR
+
+
+def _typestore():
+    from rosbags.typesys import Stores, get_typestore
+
+    return get_typestore(Stores.ROS2_KILTED)
+
+
+def write_bag(path: str | Path, messages: Iterable[BagMessage]) -> None:
+    """A new MCAP bag at `path` (a folder, as rosbag2 makes) holding `messages`."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+
+    path = Path(path)
+    if path.exists():
+        raise BagError(f"{path} already exists: remove it or choose another --out")
+    typestore = _typestore()
+    connections = {}
+    with Writer(path, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        for message in sorted(messages, key=lambda m: m.t_ns):
+            if message.topic not in connections:
+                connections[message.topic] = writer.add_connection(f"/{message.topic}", message.msgtype, typestore=typestore)
+            writer.write(connections[message.topic], message.t_ns, message.raw)
+
+
+def read_bag(path: str | Path, topics: Iterable[str] | None = None) -> list[BagMessage]:
+    """All messages (of `topics`, if given) in time order; BagError when unreadable."""
+    from rosbags.rosbag2 import Reader
+
+    wanted = {f"/{t.lstrip('/')}" for t in topics} if topics else None
+    try:
+        with Reader(_bag_folder(path)) as reader:
+            connections = [c for c in reader.connections if wanted is None or c.topic in wanted]
+            return [BagMessage(c.topic.lstrip("/"), c.msgtype, t, bytes(raw)) for c, t, raw in reader.messages(connections=connections)]
+    except BagError:
+        raise
+    except Exception as err:  # rosbags raises several kinds for damaged files
+        raise BagError(f"{path}: cannot read the bag ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else 'damaged'})") from None
+
+
+def bag_summary(path: str | Path) -> str:
+    """What `ros2 bag info` prints: files, duration, time range, messages per topic."""
+    from rosbags.rosbag2 import Reader
+
+    folder = _bag_folder(path)
+    files = sorted(p for p in folder.iterdir() if p.suffix in (".mcap", ".db3"))
+    try:
+        with Reader(folder) as reader:
+            counts = {c.topic: (c.msgtype, c.msgcount) for c in reader.connections}
+            lines = [
+                f"Files:             {', '.join(p.name for p in files)}",
+                f"Bag size:          {sum(p.stat().st_size for p in files) / 1e6:.1f} MB",
+                f"Storage id:        {'mcap' if any(p.suffix == '.mcap' for p in files) else 'sqlite3'}",
+                f"Duration:          {reader.duration / 1e9:.3f} s",
+                f"Start:             {reader.start_time / 1e9:.3f}",
+                f"End:               {reader.end_time / 1e9:.3f}",
+                f"Messages:          {reader.message_count}",
+                "Topic information:",
+            ]
+            lines += [f"  Topic: {topic} | Type: {msgtype} | Count: {count}" for topic, (msgtype, count) in sorted(counts.items())]
+            return "\n".join(lines)
+    except Exception as err:
+        raise BagError(f"{path}: cannot read the bag ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else 'damaged'})") from None
+
+
+def _bag_folder(path: str | Path) -> Path:
+    """The bag folder for a folder or its .mcap file."""
+    path = Path(path)
+    if not path.exists():
+        raise BagError(f"bag not found: {path}")
+    folder = path.parent if path.is_file() else path
+    if not (folder / "metadata.yaml").is_file():
+        raise BagError(f"{path}: not a rosbag2 bag (no metadata.yaml beside it)")
+    return folder

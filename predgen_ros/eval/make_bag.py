@@ -1,0 +1,112 @@
+"""`predgen-ros make-bag`: questions spoken by Piper, heard by a real streaming ASR, saved as a bag.
+
+The user's speech is one continuous 16 kHz stream: `gap_s` of silence, a
+question, `gap_s` of silence, the next question, ...  The ASR backend hears it
+in 100 ms chunks; each partial or final is stamped when the chunk that caused
+it ended plus the time the recognizer took for it, as a live ASR would publish
+it.  Per question an `eval/turn` marker records the reference text and the true
+start and end of speech (first and last sample above the noise floor).
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..audio.asr import SAMPLE_RATE, StreamingAsr, chunks, make_recognizer, to_pcm16k
+from ..audio.text_asr import Question
+from ..audio.tts import PiperSynthesizer
+from .bags import USER_TOPICS, BagMessage, write_bag
+
+VOICED = 300  # int16 amplitude above which a sample counts as speech
+
+
+@dataclass(frozen=True)
+class BagSettings:
+    backend: str = "pocketsphinx"
+    vosk_model: str = ""
+    endpoint_silence_s: float = 0.5
+    gap_s: float = 3.0      # silence before each question (and after the last)
+    chunk_s: float = 0.1
+
+
+@dataclass(frozen=True)
+class SpokenTurn:
+    qid: str
+    text: str
+    t_start: float  # first voiced sample (s from the start of the stream)
+    t_end: float    # last voiced sample
+
+
+def speak_questions(questions: list[Question], synth: PiperSynthesizer, gap_s: float) -> tuple[np.ndarray, list[SpokenTurn]]:
+    """The user's whole speech stream (16 kHz int16) and where each question is in it."""
+    gap = np.zeros(int(gap_s * SAMPLE_RATE), dtype=np.int16)
+    parts, turns, length = [], [], 0
+    for question in questions:
+        speech = synth.synthesize(question.text)
+        pcm = np.frombuffer(to_pcm16k(speech.samples, speech.sample_rate), dtype=np.int16)
+        voiced = np.flatnonzero(np.abs(pcm.astype(np.int32)) > VOICED)
+        start = length + len(gap)
+        turns.append(SpokenTurn(question.qid, question.text, (start + voiced[0]) / SAMPLE_RATE, (start + voiced[-1] + 1) / SAMPLE_RATE))
+        parts += [gap, pcm]
+        length = start + len(pcm)
+    parts.append(gap)
+    return np.concatenate(parts), turns
+
+
+def ros_messages():
+    from std_msgs.msg import Header, Int16MultiArray, MultiArrayDimension, String
+
+    return Header, Int16MultiArray, MultiArrayDimension, String
+
+
+def stamp_of(t_ns: int):
+    from builtin_interfaces.msg import Time
+
+    return Time(sec=t_ns // 1_000_000_000, nanosec=t_ns % 1_000_000_000)
+
+
+def make_bag(out: Path, questions: list[Question], settings: BagSettings, progress=None) -> dict:
+    """Write the bag; returns counts for the summary line."""
+    from rclpy.serialization import serialize_message
+
+    Header, Int16MultiArray, MultiArrayDimension, String = ros_messages()
+    synth = PiperSynthesizer()
+    audio, turns = speak_questions(questions, synth, settings.gap_s)
+    asr = StreamingAsr(make_recognizer(settings.backend, settings.vosk_model), settings.endpoint_silence_s)
+    t0 = time.time_ns()
+    ns = lambda t: t0 + int(round(t * 1e9))  # noqa: E731  stream seconds -> bag time
+    messages: list[BagMessage] = []
+
+    def add(topic: str, t: float, msg) -> None:
+        messages.append(BagMessage(topic, USER_TOPICS[topic], ns(t), serialize_message(msg)))
+
+    for turn in turns:
+        marker = {"qid": turn.qid, "text": turn.text, "t_start_ns": ns(turn.t_start), "t_end_ns": ns(turn.t_end)}
+        add("eval/turn", turn.t_start, String(data=json.dumps(marker, ensure_ascii=False)))
+    finals = 0
+    t_audio = 0.0
+    pcm = audio.tobytes()
+    for chunk in chunks(pcm, settings.chunk_s):
+        t_audio += len(chunk) / (2 * SAMPLE_RATE)
+        msg = Int16MultiArray(data=np.frombuffer(chunk, dtype=np.int16).tolist())
+        msg.layout.dim = [MultiArrayDimension(label=f"mono_{SAMPLE_RATE}hz", size=len(chunk) // 2, stride=len(chunk) // 2)]
+        add("audio/user", t_audio, msg)
+        started = time.perf_counter()
+        events = asr.feed(chunk)
+        t_heard = t_audio + (time.perf_counter() - started)  # published once the recognizer is done
+        for event in events:
+            if event.kind == "partial":
+                add("asr/partial", t_heard, String(data=event.text))
+            else:
+                finals += 1
+                add("asr/speech_end", t_heard, Header(stamp=stamp_of(ns(event.t_speech_end)), frame_id=str(finals)))
+                add("asr/final", t_heard + 1e-6, String(data=event.text))
+                if progress:
+                    progress()
+    write_bag(out, messages)
+    return {"questions": len(turns), "finals": finals, "audio_s": len(audio) / SAMPLE_RATE,
+            "partials": sum(m.topic == "asr/partial" for m in messages)}
