@@ -116,3 +116,19 @@ def test_history_is_used_on_the_next_turn(tiny_lm, make_session):
 def test_bad_settings_are_named(field, value):
     with pytest.raises(ConfigError, match=field):
         EngineConfig(**{field: value})
+
+
+def test_an_asr_revision_of_an_earlier_word_is_verified_not_assumed(tiny_lm, make_session):
+    """pocketsphinx-style: 'cap old friends' becomes 'capital of france' in the final."""
+    partials = ["what is the", "what is the cap", "what is the cap old", "what is the cap old friends"]
+    final = "what is the capital of france"
+    config = dict(verifier="exact", max_new_tokens=10, sentence=RULES)
+    predgen = make_session(tiny_lm, policy="predgen", **config)
+    baseline = make_session(tiny_lm, policy="baseline", **config)
+    run(predgen, partials, final, [30] * len(partials))
+    run(baseline, partials, final, [0] * len(partials))
+    prompt = tiny_lm.prompt_ids(final)
+    assert predgen.turn.final_candidate, "a candidate built on the old words was verified against the final"
+    assert predgen.state.tokens[: len(prompt)] == prompt  # the cache was cropped to the common prefix and re-extended
+    assert predgen.turn.reply == baseline.turn.reply
+    assert predgen.state.tokens[len(prompt):] == greedy_reply(tiny_lm, final, 10)

@@ -71,6 +71,14 @@ def stamp_of(t_ns: int):
 
 def make_bag(out: Path, questions: list[Question], settings: BagSettings, progress=None) -> dict:
     """Write the bag; returns counts for the summary line."""
+    messages, audio_s = bag_messages(questions, settings, progress)
+    write_bag(out, messages)
+    count = lambda topic: sum(m.topic == topic for m in messages)  # noqa: E731
+    return {"questions": count("eval/turn"), "finals": count("asr/final"), "audio_s": audio_s, "partials": count("asr/partial")}
+
+
+def bag_messages(questions: list[Question], settings: BagSettings, progress=None) -> tuple[list[BagMessage], float]:
+    """Every message of the bag, and the length of the user's audio (s)."""
     from rclpy.serialization import serialize_message
 
     Header, Int16MultiArray, MultiArrayDimension, String = ros_messages()
@@ -88,9 +96,20 @@ def make_bag(out: Path, questions: list[Question], settings: BagSettings, progre
         marker = {"qid": turn.qid, "text": turn.text, "t_start_ns": ns(turn.t_start), "t_end_ns": ns(turn.t_end)}
         add("eval/turn", turn.t_start, String(data=json.dumps(marker, ensure_ascii=False)))
     finals = 0
+
+    def heard(event, t: float) -> None:
+        nonlocal finals
+        if event.kind == "partial":
+            add("asr/partial", t, String(data=event.text))
+            return
+        finals += 1
+        add("asr/speech_end", t, Header(stamp=stamp_of(ns(event.t_speech_end)), frame_id=str(finals)))
+        add("asr/final", t + 1e-6, String(data=event.text))
+        if progress:
+            progress()
+
     t_audio = 0.0
-    pcm = audio.tobytes()
-    for chunk in chunks(pcm, settings.chunk_s):
+    for chunk in chunks(audio.tobytes(), settings.chunk_s):
         t_audio += len(chunk) / (2 * SAMPLE_RATE)
         msg = Int16MultiArray(data=np.frombuffer(chunk, dtype=np.int16).tolist())
         msg.layout.dim = [MultiArrayDimension(label=f"mono_{SAMPLE_RATE}hz", size=len(chunk) // 2, stride=len(chunk) // 2)]
@@ -99,14 +118,7 @@ def make_bag(out: Path, questions: list[Question], settings: BagSettings, progre
         events = asr.feed(chunk)
         t_heard = t_audio + (time.perf_counter() - started)  # published once the recognizer is done
         for event in events:
-            if event.kind == "partial":
-                add("asr/partial", t_heard, String(data=event.text))
-            else:
-                finals += 1
-                add("asr/speech_end", t_heard, Header(stamp=stamp_of(ns(event.t_speech_end)), frame_id=str(finals)))
-                add("asr/final", t_heard + 1e-6, String(data=event.text))
-                if progress:
-                    progress()
-    write_bag(out, messages)
-    return {"questions": len(turns), "finals": finals, "audio_s": len(audio) / SAMPLE_RATE,
-            "partials": sum(m.topic == "asr/partial" for m in messages)}
+            heard(event, t_heard)
+    for event in asr.flush():  # the audio ended inside an utterance
+        heard(event, t_audio)
+    return messages, len(audio) / SAMPLE_RATE
