@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     from .audio.tts import VoiceError
     from .eval.bags import BagError
-    from .eval.graph_demo import GraphError
+    from .nodes.bringup import GraphError
     from .eval.questions import QuestionError
 
     try:

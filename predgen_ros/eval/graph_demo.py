@@ -13,17 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..nodes.bringup import Graph
-
-REPORT_KEYS = (
-    "turn", "policy", "transcript", "first_sentence", "history_turns", "prompt_tokens", "t_end_of_speech",
-    "t_final_transcript", "t_commit", "t_first_audio", "audio_latency_s", "ttfs_s", "nfe_tfs", "accepted_tokens",
-    "candidate_tokens", "rounds", "input_nfe", "input_llm_s", "decode_tokens", "decode_s", "jacobi_passes", "jacobi_tokens",
-)
-
-
-class GraphError(RuntimeError):
-    """The graph stopped or fell silent; the message points at its log."""
+from ..nodes.bringup import Graph, GraphError
 
 
 @dataclass

@@ -15,10 +15,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..nodes.bringup import Graph
+from ..nodes.bringup import Graph, GraphError
 from .bags import GRAPH_TOPICS, USER_TOPICS, BagError, BagMessage, read_bag, write_bag
 from .bench import TurnRecord, format_table, mark_matches, summarize, write_outputs
-from .graph_demo import GraphError
 
 REPLAYED = ("asr/partial", "asr/final", "asr/speech_end")
 SETTLE_S = 15.0  # after the last message: time for the last reply's first audio

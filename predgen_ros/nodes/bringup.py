@@ -18,6 +18,10 @@ from typing import Any, TextIO
 NODES = ("asr_node", "predgen_node", "tts_node")
 
 
+class GraphError(RuntimeError):
+    """A node of the graph stopped, or the graph did not do its job in time; the message says which."""
+
+
 def default_params_file() -> Path:
     """config/predgen.yaml of a source checkout, else the installed share/ copy."""
     here = Path(__file__).resolve().parents[2] / "config" / "predgen.yaml"

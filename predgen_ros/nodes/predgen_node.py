@@ -26,6 +26,12 @@ from ..engine.worker import EngineWorker, Event
 from .common import ERROR, OK, TEXT_QOS, WARN, Diagnostics, StartupError, declare_parameters, run_node, seconds, stamp, status
 
 PREDGEN_PARAMS = ENGINE_PARAMS
+# The key-values of each predgen/latency status (README: "predgen/latency").
+REPORT_KEYS = (
+    "turn", "policy", "transcript", "first_sentence", "history_turns", "prompt_tokens", "t_end_of_speech",
+    "t_final_transcript", "t_commit", "t_first_audio", "audio_latency_s", "ttfs_s", "nfe_tfs", "accepted_tokens",
+    "candidate_tokens", "rounds", "input_nfe", "input_llm_s", "decode_tokens", "decode_s", "jacobi_passes", "jacobi_tokens",
+)
 FIRST_AUDIO_TIMEOUT_S = 10.0  # report a turn without first-audio time after this long
 
 
