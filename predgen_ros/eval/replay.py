@@ -80,7 +80,7 @@ class Player:
             self.rclpy.spin_once(self.node, timeout_sec=0.05)
 
     def play(self, messages: list[BagMessage], graph: Graph, progress=None) -> int:
-        """Publish at the recorded offsets; returns the replay's time zero (ns) for the bag's first message."""
+        """Publish at the recorded offsets; returns the shift (ns) from bag time to replay time."""
         from rclpy.serialization import deserialize_message
 
         from ..nodes.common import stamp
