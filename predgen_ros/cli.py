@@ -85,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file (default: config/predgen.yaml)")
     ev.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", type=_assignment, help="any node parameter (repeatable)")
     ev.add_argument("--max-new-tokens", type=int, default=0, help="reply length; 0 (default) stops after the first sentence")
+    ev.add_argument("--limit", type=int, default=None, help="only the first N questions of the bag")
+    ev.add_argument("--keep-history", action="store_true", help="keep the conversation history across questions (default: reset before each)")
     return parser
 
 
@@ -232,10 +234,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     params_file = args.params or default_params_file()
     if not params_file.is_file():
         raise ConfigError(f"parameter file not found: {params_file} (give --params)")
-    messages, _ = load_replay(args.bag)  # a bad bag fails here, before any node starts
+    if args.limit is not None and args.limit < 1:
+        raise ConfigError(f"--limit must be >= 1, got {args.limit}")
+    messages, _ = load_replay(args.bag, args.limit)  # a bad bag fails here, before any node starts
     finals = sum(m.topic == "asr/final" for m in messages)
     overrides = {"generation.max_new_tokens": args.max_new_tokens, **dict(args.set)}
-    settings = EvalSettings(args.bag, args.out, params_file, tuple(args.policies), overrides)
+    settings = EvalSettings(args.bag, args.out, params_file, tuple(args.policies), overrides, args.limit, args.keep_history)
     with tqdm(total=finals * len(args.policies), desc="eval", unit="utterance") as bar:
         _, summary = run_eval(settings, progress=lambda policy: (bar.set_postfix_str(policy), bar.update()))
     print(f"\nASR revision rate {summary['revision_rate']:.1%}, word error rate {summary['wer']:.1%}")

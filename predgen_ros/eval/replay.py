@@ -30,6 +30,8 @@ class EvalSettings:
     params_file: Path
     policies: tuple[str, ...] = ("baseline", "preemptive", "predgen")
     overrides: dict = field(default_factory=dict)
+    limit: int | None = None      # only the first N questions of the bag
+    keep_history: bool = False    # False: questions are independent, the history is reset before each
 
 
 @dataclass(frozen=True)
@@ -40,13 +42,17 @@ class QuestionMarker:
     t_end_ns: int
 
 
-def load_replay(bag: Path) -> tuple[list[BagMessage], list[QuestionMarker]]:
+def load_replay(bag: Path, limit: int | None = None) -> tuple[list[BagMessage], list[QuestionMarker]]:
+    """The ASR messages to replay and the question markers (of the first `limit` questions)."""
     messages = read_bag(bag, [*REPLAYED, "eval/turn"])
     from rclpy.serialization import deserialize_message
     from std_msgs.msg import String
 
     markers = [QuestionMarker(**json.loads(deserialize_message(m.raw, String).data)) for m in messages if m.topic == "eval/turn"]
     replayed = [m for m in messages if m.topic in REPLAYED]
+    if limit and limit < len(markers):
+        replayed = [m for m in replayed if m.t_ns < markers[limit].t_start_ns]
+        markers = markers[:limit]
     if not markers or not any(m.topic == "asr/final" for m in replayed):
         raise BagError(f"{bag}: no eval/turn markers or no asr/final messages: make it with `predgen-ros make-bag`")
     return replayed, markers
@@ -59,6 +65,7 @@ class Player:
         import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
         from std_msgs.msg import Bool, Header, String
+        from std_srvs.srv import Trigger
 
         from ..nodes.common import TEXT_QOS
 
@@ -68,31 +75,35 @@ class Player:
                  "diagnostic_msgs/msg/DiagnosticArray": DiagnosticArray}
         self.types = types
         self.publishers = {t: self.node.create_publisher(types[USER_TOPICS[t]], t, TEXT_QOS) for t in REPLAYED}
+        self.reset = self.node.create_client(Trigger, "/predgen_node/reset")
+        self.reset_request = Trigger.Request()
         self.recorded: list[tuple[str, int, object]] = []
         for topic, msgtype in GRAPH_TOPICS.items():
             self.node.create_subscription(types[msgtype], topic, lambda msg, topic=topic: self.recorded.append((topic, time.time_ns(), msg)), TEXT_QOS)
 
     def wait_for_graph(self, graph: Graph, timeout: float = 180.0) -> None:
         deadline = time.time() + timeout
-        while not (self.node.count_subscribers("asr/final") > 0 and self.node.count_publishers("robot_speaking") > 0):
+        while not (self.node.count_subscribers("asr/final") > 0 and self.node.count_publishers("robot_speaking") > 0
+                   and self.reset.service_is_ready()):
             self._spin_checked(graph, deadline)
         for _ in range(10):  # discovery settles both ways
             self.rclpy.spin_once(self.node, timeout_sec=0.05)
 
-    def play(self, messages: list[BagMessage], graph: Graph, progress=None) -> int:
-        """Publish at the recorded offsets; returns the shift (ns) from bag time to replay time."""
+    def play(self, messages: list[BagMessage], graph: Graph, resets: list[int] = (), progress=None) -> int:
+        """Publish at the recorded offsets, and clear predgen_node's history at each
+        time of `resets` (bag ns); returns the shift (ns) from bag time to replay time."""
         from rclpy.serialization import deserialize_message
 
         from ..nodes.common import stamp
 
         bag_zero = messages[0].t_ns
         zero = time.time_ns() + 500_000_000
+        resets = sorted(resets)
         for message in messages:
-            due = zero + (message.t_ns - bag_zero)
-            while time.time_ns() < due:
-                self.rclpy.spin_once(self.node, timeout_sec=min(0.05, max(0.0, (due - time.time_ns()) / 1e9)))
-                if graph.exited() is not None:
-                    raise GraphError(f"{graph.exited()[0]} exited with code {graph.exited()[1]}")
+            while resets and resets[0] <= message.t_ns:
+                self._wait_until(zero + (resets.pop(0) - bag_zero), graph)
+                self.reset.call_async(self.reset_request)
+            self._wait_until(zero + (message.t_ns - bag_zero), graph)
             msg = deserialize_message(message.raw, self.types[message.msgtype])
             if message.topic == "asr/speech_end":  # the end of speech, moved to the replay's clock
                 msg.stamp = stamp((zero + (msg.stamp.sec * 1_000_000_000 + msg.stamp.nanosec - bag_zero)) / 1e9)
@@ -100,6 +111,12 @@ class Player:
             if progress and message.topic == "asr/final":
                 progress()
         return zero - bag_zero
+
+    def _wait_until(self, due_ns: int, graph: Graph) -> None:
+        while time.time_ns() < due_ns:
+            self.rclpy.spin_once(self.node, timeout_sec=min(0.05, max(0.0, (due_ns - time.time_ns()) / 1e9)))
+            if graph.exited() is not None:
+                raise GraphError(f"{graph.exited()[0]} exited with code {graph.exited()[1]}")
 
     def settle(self, graph: Graph, finals: int) -> None:
         """Wait until every final has its latency report (or SETTLE_S passes)."""
@@ -209,7 +226,9 @@ def run_policy(policy: str, messages: list[BagMessage], markers: list[QuestionMa
         with open(log_path, "w") as log, Graph(settings.params_file, overrides, nodes=("predgen_node", "tts_node"), log=log) as graph:
             try:
                 player.wait_for_graph(graph)
-                shift = player.play(messages, graph, progress)
+                # a question's first partial comes at least one ASR chunk after its first voiced sample
+                resets = [] if settings.keep_history else [m.t_start_ns for m in markers]
+                shift = player.play(messages, graph, resets, progress)
                 player.settle(graph, sum(m.topic == "asr/final" for m in messages))
             except GraphError as err:
                 raise GraphError(f"policy {policy}: {err}; see {log_path}") from None
@@ -223,7 +242,7 @@ def run_eval(settings: EvalSettings, progress=None) -> tuple[list[TurnRecord], d
     """Every policy on the same bag; returns the records and summary.json's content."""
     import rclpy
 
-    messages, markers = load_replay(settings.bag)
+    messages, markers = load_replay(settings.bag, settings.limit)
     quality = asr_quality(messages, markers)
     settings.out.mkdir(parents=True, exist_ok=True)
     records: list[TurnRecord] = []
@@ -235,7 +254,7 @@ def run_eval(settings: EvalSettings, progress=None) -> tuple[list[TurnRecord], d
         rclpy.try_shutdown()
     mark_matches(records)
     summary = summarize(records, list(settings.policies))
-    meta = {"bag": str(settings.bag), "questions": len(markers), "overrides": settings.overrides}
+    meta = {"bag": str(settings.bag), "questions": len(markers), "overrides": settings.overrides, "keep_history": settings.keep_history}
     write_outputs(settings.out, records, summary, meta, {}, extra=quality)
     (settings.out / "report.md").write_text(markdown_report(summary, quality, records, settings))
     return records, {**summary, **quality}
@@ -248,7 +267,9 @@ def markdown_report(summary: dict, quality: dict, records: list[TurnRecord], set
         "",
         f"{questions} questions replayed through predgen_node and tts_node with their recorded timing, once per policy "
         f"({', '.join(settings.policies)}). Audio latency is measured from the true end of speech (the last voiced sample) "
-        "to the first audio chunk handed to the sink for the reply to the question's last final transcript.",
+        "to the first audio chunk handed to the sink for the reply to the question's last final transcript. "
+        + ("The conversation history is kept across questions." if settings.keep_history
+           else "The questions are independent: predgen_node's history is reset before each."),
         "",
         f"- ASR revision rate: {quality['revision_rate']:.1%} of partial updates change a word other than the last",
         f"- ASR word error rate of the finals against the question text: {quality['wer']:.1%}",
