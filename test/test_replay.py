@@ -39,6 +39,14 @@ def test_sample_bag_quality_is_measured():
     assert len(markers) == 3
 
 
+def test_a_limit_keeps_the_first_questions_only():
+    messages, markers = load_replay(SAMPLE)
+    first_two, two_markers = load_replay(SAMPLE, limit=2)
+    assert two_markers == markers[:2]
+    assert first_two == [m for m in messages if m.t_ns < markers[2].t_start_ns]
+    assert sum(m.topic == "asr/final" for m in first_two) == 2
+
+
 def test_replaying_the_sample_bag_reports_every_turn_of_every_policy(tmp_path):
     policies = ("baseline", "preemptive", "predgen")
     settings = EvalSettings(SAMPLE, tmp_path, default_params_file(), policies, {"generation.max_new_tokens": 0})
