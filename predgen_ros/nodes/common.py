@@ -100,6 +100,10 @@ def run_node(name: str, make_node: Callable[[], Node], args: list[str] | None = 
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except Exception:
+        if node.context.ok():
+            raise
+        # SIGTERM/SIGINT shut the context down while the executor built its wait set: a normal stop
     finally:
         close = getattr(node, "close", None)
         if close:
