@@ -109,10 +109,14 @@ def make_recognizer(backend: str, vosk_model_path: str = "") -> Recognizer:
 class StreamingAsr:
     """Utterance segmentation by voice activity, and transcripts on change."""
 
-    def __init__(self, recognizer: Recognizer, endpoint_silence: float = 0.5, vad_mode: int = 2):
+    def __init__(self, recognizer: Recognizer, endpoint_silence: float = 0.5, vad_mode: int = 2, redecode_final: bool = True):
+        """`redecode_final` False: the final is the last hypothesis, published at the
+        endpoint; the recognizer's closing pass runs when the next utterance starts."""
         import pocketsphinx
 
         self.recognizer = recognizer
+        self.redecode_final = redecode_final
+        self._closing = False
         self.endpoint_silence = endpoint_silence
         self.vad = pocketsphinx.Vad(vad_mode, SAMPLE_RATE)
         self._frame = self.vad.frame_bytes
@@ -136,6 +140,7 @@ class StreamingAsr:
             if not self._in_utterance:
                 self._in_utterance = True
                 self._hypothesis = ""
+                self._close_recognizer()
                 self.recognizer.start()
         if not self._in_utterance:
             return events
@@ -152,10 +157,19 @@ class StreamingAsr:
         if not self._in_utterance:
             return []
         self._in_utterance = False
-        text = " ".join(self.recognizer.finish().split()) or self._hypothesis
+        self._closing = True
+        text = self._close_recognizer() if self.redecode_final else ""
+        text = text or self._hypothesis
         if not text:
             return []  # noise that never became words
         return [AsrEvent("final", text, self._t, self._last_voiced)]
+
+    def _close_recognizer(self) -> str:
+        """The recognizer's final hypothesis of the utterance it still has open, if any."""
+        if not self._closing:
+            return ""
+        self._closing = False
+        return " ".join(self.recognizer.finish().split())
 
     def _voiced_end(self, pcm: bytes) -> float | None:
         """Stream time of the end of the last voiced VAD frame in `pcm`, if any."""

@@ -31,6 +31,7 @@ class BagSettings:
     endpoint_silence_s: float = 0.5
     gap_s: float = 3.0      # silence before each question (and after the last)
     chunk_s: float = 0.1
+    redecode_final: bool = True  # False: the final is the last partial, sent at the endpoint
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ def bag_messages(questions: list[Question], settings: BagSettings, progress=None
     Header, Int16MultiArray, MultiArrayDimension, String = ros_messages()
     synth = PiperSynthesizer()
     audio, turns = speak_questions(questions, synth, settings.gap_s)
-    asr = StreamingAsr(make_recognizer(settings.backend, settings.vosk_model), settings.endpoint_silence_s)
+    asr = StreamingAsr(make_recognizer(settings.backend, settings.vosk_model), settings.endpoint_silence_s, redecode_final=settings.redecode_final)
     t0 = time.time_ns()
     ns = lambda t: t0 + int(round(t * 1e9))  # noqa: E731  stream seconds -> bag time
     messages: list[BagMessage] = []
