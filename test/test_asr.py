@@ -80,3 +80,17 @@ def test_wav_reading_resamples_and_reports_bad_files(tmp_path, synth):
     (tmp_path / "text.wav").write_text("not audio")
     with pytest.raises(AsrError, match="not a readable WAV"):
         read_wav(tmp_path / "text.wav")
+
+
+def test_a_final_from_the_last_partial_comes_at_the_endpoint(synth):
+    first, _ = spoken(synth, "What is the capital of France?")
+    second, _ = spoken(synth, "Tell me a joke about robots.")
+    asr = StreamingAsr(make_recognizer("pocketsphinx"), endpoint_silence=0.5, redecode_final=False)
+    events = run_stream(asr, first + SILENCE_1S + second + SILENCE_1S)
+    finals = [i for i, e in enumerate(events) if e.kind == "final"]
+    assert len(finals) == 2
+    for i in finals:
+        last_partial = next(e for e in reversed(events[:i]) if e.kind == "partial")
+        assert events[i].text == last_partial.text  # no closing re-decode rewrote it
+        assert 0.5 <= events[i].t - events[i].t_speech_end <= 0.5 + 0.1 + 0.031  # endpoint + one chunk + one VAD frame
+    assert "robot" in events[finals[1]].text  # the recognizer was closed and restarted in between
