@@ -8,7 +8,6 @@ import sys
 import time
 
 import psutil
-import pytest
 
 from predgen_ros.nodes.bringup import node_command, node_for, ros_value
 

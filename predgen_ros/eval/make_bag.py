@@ -58,12 +58,6 @@ def speak_questions(questions: list[Question], synth: PiperSynthesizer, gap_s: f
     return np.concatenate(parts), turns
 
 
-def ros_messages():
-    from std_msgs.msg import Header, Int16MultiArray, MultiArrayDimension, String
-
-    return Header, Int16MultiArray, MultiArrayDimension, String
-
-
 def stamp_of(t_ns: int):
     from builtin_interfaces.msg import Time
 
@@ -81,8 +75,8 @@ def make_bag(out: Path, questions: list[Question], settings: BagSettings, progre
 def bag_messages(questions: list[Question], settings: BagSettings, progress=None) -> tuple[list[BagMessage], float]:
     """Every message of the bag, and the length of the user's audio (s)."""
     from rclpy.serialization import serialize_message
+    from std_msgs.msg import Header, Int16MultiArray, MultiArrayDimension, String
 
-    Header, Int16MultiArray, MultiArrayDimension, String = ros_messages()
     synth = PiperSynthesizer()
     audio, turns = speak_questions(questions, synth, settings.gap_s)
     asr = StreamingAsr(make_recognizer(settings.backend, settings.vosk_model), settings.endpoint_silence_s, redecode_final=settings.redecode_final)
