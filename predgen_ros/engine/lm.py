@@ -6,11 +6,16 @@ Every method that touches the model runs ONE forward pass, so the callers
 """
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 
 import torch
 from transformers import DynamicCache
+
+log = logging.getLogger(__name__)
+
+REPLY_RESERVE = 512  # context tokens kept free for the reply and speculation
 
 SYSTEM_PROMPT = (
     "You are a helpful robot that answers spoken questions. The user is still talking, "
@@ -38,13 +43,16 @@ class PassStats:
 class LanguageModel:
     """A causal LM plus its tokenizer and chat template."""
 
-    def __init__(self, model, tokenizer, system_prompt: str = SYSTEM_PROMPT):
+    def __init__(self, model, tokenizer, system_prompt: str = SYSTEM_PROMPT, reply_reserve: int = REPLY_RESERVE):
         self.model = model
         self.tokenizer = tokenizer
         self.system_prompt = system_prompt
         self.device = next(model.parameters()).device
         self.stop_ids = self._stop_ids()
         self.stats = PassStats()
+        context = getattr(model.config, "max_position_embeddings", None) or 2048
+        self.prompt_budget = max(64, context - reply_reserve)
+        self._last_warning = ""
 
     def _stop_ids(self) -> frozenset[int]:
         ids = self.model.generation_config.eos_token_id
@@ -55,6 +63,44 @@ class LanguageModel:
 
     def prompt_ids(self, user_text: str, history: list[tuple[str, str]] = ()) -> list[int]:
         """Token ids of the templated conversation, ending with the assistant header."""
+        return self.fit_prompt(user_text, history)[0]
+
+    def fit_prompt(self, user_text: str, history: list[tuple[str, str]] = ()) -> tuple[list[int], int]:
+        """The prompt's token ids fitted to `prompt_budget`, and how many of the oldest
+        history turns it left out: those go first, then the head of the user's text
+        (its latest words are what the reply must answer)."""
+        history = list(history)
+        ids = self._template_ids(user_text, history)
+        dropped = 0
+        while len(ids) > self.prompt_budget and history:
+            history.pop(0)
+            dropped += 1
+            ids = self._template_ids(user_text, history)
+        if dropped:
+            self._warn(f"prompt over the context budget ({self.prompt_budget} tokens): dropped the {dropped} oldest history turn(s)")
+        if len(ids) > self.prompt_budget:
+            ids = self._cut_user_head(user_text, len(ids) - self.prompt_budget)
+        return ids, dropped
+
+    def _cut_user_head(self, user_text: str, excess: int) -> list[int]:
+        """The prompt of the user's text alone, its head cut until the prompt fits."""
+        words = self.encode_reply(user_text)
+        keep = max(1, len(words) - excess)
+        while True:
+            ids = self._template_ids(self.decode(words[-keep:]), [])
+            if len(ids) <= self.prompt_budget or keep == 1:
+                break
+            keep = max(1, keep - (len(ids) - self.prompt_budget))
+        self._warn(f"user text over the context budget ({self.prompt_budget} tokens): its oldest words are cut")
+        return ids
+
+    def _warn(self, message: str) -> None:
+        """Log a context warning once, not on every partial that repeats it."""
+        if message != self._last_warning:
+            self._last_warning = message
+            log.warning(message)
+
+    def _template_ids(self, user_text: str, history: list[tuple[str, str]]) -> list[int]:
         messages = [{"role": "system", "content": self.system_prompt}]
         for user, assistant in history:
             messages += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]

@@ -119,7 +119,7 @@ class Session:
     def partial(self, text: str, t: float) -> None:
         """The full current hypothesis of the utterance (may rewrite or shrink)."""
         text = " ".join(text.split())
-        if not text:
+        if not text or self._is_stale(text):
             return
         if self.turn.t_end_of_turn is not None:
             self._finish_turn()  # the user speaks again: a new turn begins
@@ -128,6 +128,14 @@ class Session:
         self._latest = text
         if self.config.policy != "baseline":
             self._set_target(text)
+
+    def _is_stale(self, partial: str) -> bool:
+        """A partial of the utterance already finalized, delivered late (topics
+        are not ordered with each other): its words start the final's."""
+        if self.turn.t_final is None:
+            return False
+        words, final = partial.split(), self.turn.user_text.split()
+        return words == final[: len(words)]
 
     def final(self, text: str, t: float) -> None:
         text = " ".join(text.split()) or self._latest
@@ -201,7 +209,8 @@ class Session:
         self._start_turn()
 
     def _set_target(self, text: str) -> None:
-        prompt = self.lm.prompt_ids(text, self.history)
+        prompt, dropped = self.lm.fit_prompt(text, self.history)
+        del self.history[:dropped]  # out of the context for good: stop re-templating it
         if prompt != self._prompt:
             self._prompt = prompt
             self._needs_sync = True
