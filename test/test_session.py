@@ -6,7 +6,9 @@ from hypothesis import strategies as st
 from predgen_ros.engine.decode import ar_step
 from predgen_ros.engine.lm import KVState
 from predgen_ros.engine.sentences import SentenceRules
-from predgen_ros.engine.session import ConfigError, EngineConfig
+from predgen_ros.engine.session import DECODERS, POLICIES, ConfigError, EngineConfig
+
+from test_kv_and_verify import assert_cache_matches
 
 WORDS = "what is the capital of france and why is it so famous robot please tell me about paris".split()
 RULES = SentenceRules(min_chars=10, fallback_chars=60, max_tokens=8)
@@ -72,6 +74,31 @@ def test_exact_predgen_commits_the_baseline_greedy_reply(tiny_lm, make_session, 
     assert predgen.turn.reply == baseline.turn.reply
     expected = greedy_reply(tiny_lm, final, 10)
     assert predgen.state.tokens[len(predgen.turn.prompt_ids):] == expected
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(partial_sequences(), st.sampled_from(POLICIES), st.sampled_from(DECODERS))
+def test_the_cache_equals_a_fresh_encoding_of_the_kept_text_after_every_step(tiny_lm, make_session, case, policy, decoder):
+    partials, final, steps = case
+    session = make_session(tiny_lm, policy=policy, decoder=decoder, max_new_tokens=10, sentence=RULES)
+
+    def step_and_check():
+        session.step()
+        if session.state.tokens:
+            assert_cache_matches(session.state)
+
+    for text, n in zip(partials, steps):
+        session.partial(text, 0.0)
+        for _ in range(n):
+            if session.has_work():
+                step_and_check()
+    session.final(final, 1.0)
+    session.end_of_turn(1.0)
+    for _ in range(500):
+        if not session.has_work():
+            break
+        step_and_check()
+    assert session.state.tokens[: len(session.turn.prompt_ids)] == session.turn.prompt_ids
 
 
 def test_emissions_come_in_order_and_candidates_before_the_end(tiny_lm, make_session):

@@ -5,6 +5,9 @@ import logging
 import threading
 import time
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from predgen_ros.engine.session import EngineConfig, Session
 from predgen_ros.engine.worker import EngineWorker, Event, Mailbox
 
@@ -25,6 +28,20 @@ def test_the_mailbox_never_grows_past_its_capacity():
         box.post(Event("final", str(i)))
     assert len(box) == 4 and box.dropped == 6
     assert [e.text for e in box.take(0)] == ["6", "7", "8", "9"]
+
+
+@given(st.lists(st.sampled_from(["partial", "final", "reset"]), max_size=400), st.integers(1, 16))
+def test_pending_events_stay_bounded_and_the_newest_is_never_lost(kinds, capacity):
+    box = Mailbox(capacity)
+    for i, kind in enumerate(kinds):
+        box.post(Event(kind, str(i)))
+        assert len(box) <= capacity
+    pending = box.take(0)
+    assert box.dropped + box.replaced + len(pending) == len(kinds)  # every event is accounted for
+    if kinds:
+        assert pending[-1].text == str(len(kinds) - 1)
+    assert all(not (a.kind == b.kind == "partial") for a, b in zip(pending, pending[1:]))
+    assert [int(e.text) for e in pending] == sorted(int(e.text) for e in pending)
 
 
 class Recorder:
