@@ -33,9 +33,17 @@ def declare_parameters(node: Node, table: dict[str, tuple[Any, str]]) -> dict[st
     An override that names no declared parameter (a typo in the YAML or on the
     command line) stops the node instead of being ignored.
     """
+    from rclpy.exceptions import InvalidParameterTypeException
+
     values = {}
     for name, (default, description) in table.items():
-        values[name] = node.declare_parameter(name, default, ParameterDescriptor(description=description)).value
+        try:
+            values[name] = node.declare_parameter(name, default, ParameterDescriptor(description=description)).value
+        except InvalidParameterTypeException:
+            given = node._parameter_overrides[name].value
+            hint = f" (write {float(given)!r})" if isinstance(default, float) and isinstance(given, int) else ""
+            kind = {bool: "true or false", int: "an integer", float: "a decimal number"}.get(type(default), "a string")
+            raise StartupError(f"{name}: expected {kind} like {default!r}, got {given!r}{hint}") from None
     unknown = sorted(n for n in getattr(node, "_parameter_overrides", {}) if n not in table and not n.startswith(_ROS_BUILTIN))
     if unknown:
         raise StartupError(f"unknown parameter {', '.join(unknown)} for {node.get_name()} (declared: {', '.join(table)})")
