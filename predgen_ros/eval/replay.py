@@ -83,7 +83,10 @@ class Player:
 
     def wait_for_graph(self, graph: Graph, timeout: float = 180.0) -> None:
         deadline = time.time() + timeout
-        while not (self.node.count_subscribers("asr/final") > 0 and self.node.count_publishers("robot_speaking") > 0
+        # matched writers, not just discovered nodes: a final sent before predgen_node's
+        # reader matched would be lost, and with it a question
+        while not (all(p.get_subscription_count() > 0 for p in self.publishers.values())
+                   and self.node.count_publishers("robot_speaking") > 0 and self.node.count_publishers("predgen/latency") > 0
                    and self.reset.service_is_ready()):
             self._spin_checked(graph, deadline)
         for _ in range(10):  # discovery settles both ways
