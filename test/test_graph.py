@@ -75,7 +75,7 @@ def graph(tmp_path_factory):
     out = tmp_path_factory.mktemp("graph")
     overrides = {
         "policy": "predgen", "generation.max_new_tokens": 40,
-        "tts.sink": "wav", "tts.wav_dir": str(out / "wav"), "tts.realtime": False,
+        "tts.sink": "wav", "tts.wav_dir": str(out / "wav"), "tts.realtime": True,  # speech lasts: barge-in can happen
     }
     rclpy.init()
     with open(out / "graph.log", "w") as log, Graph(default_params_file(), overrides, nodes=("predgen_node", "tts_node"), log=log) as g:
@@ -148,3 +148,19 @@ def test_bad_input_is_survived_and_the_next_turn_answered(graph):
     assert int(health["ignored_messages"]) >= 2
     assert health["engine_errors"] == "0"
     assert g.exited() is None
+
+
+def test_barge_in_stops_the_reply_and_the_new_utterance_is_answered(graph):
+    g, user, _ = graph
+    future = user.reset.call_async(Trigger.Request())
+    user.spin_until(future.done)
+    before = len(user.reports)
+    user.say("Tell me a long story about a robot who learns to paint.", g)
+    user.spin_until(lambda: user._speaking and len(user.reports) > before, graph=g)
+    reports = len(user.reports)
+    user.partial.publish(String(data="Stop"))  # the user talks over the robot
+    user.spin_until(lambda: not user._speaking, timeout=2, graph=g)
+    report = user.turn("Stop. What is two plus two?", g)
+    assert report["transcript"] == "Stop. What is two plus two?" and report["first_sentence"]
+    assert [r["transcript"] for r in user.reports[reports:]] == ["Stop. What is two plus two?"]
+    assert report["history_turns"] == "1"  # what the robot said before the barge-in stays in the history
