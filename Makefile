@@ -9,7 +9,7 @@ DEMO_DOMAIN_ID ?= 42
 export ROS_AUTOMATIC_DISCOVERY_RANGE := LOCALHOST
 export ROS_LOCALHOST_ONLY := 1
 
-.PHONY: venv demo test bench clean
+.PHONY: venv demo test stress clean
 
 venv: $(VENV)/.installed
 
@@ -29,6 +29,11 @@ demo: venv
 
 test: venv
 	$(PY) -m pytest -q test
+
+# 300 turns through the real graph, then the fault scenarios (~15 min); the last line sums it up
+STRESS_DOMAIN_ID ?= 43
+stress: venv
+	ROS_DOMAIN_ID=$(STRESS_DOMAIN_ID) $(VENV)/bin/predgen-ros stress --turns 300 --out stress-out
 
 clean:
 	rm -rf $(VENV) *.egg-info

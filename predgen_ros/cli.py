@@ -89,6 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--max-new-tokens", type=int, default=0, help="reply length; 0 (default) stops after the first sentence")
     ev.add_argument("--limit", type=int, default=None, help="only the first N questions of the bag")
     ev.add_argument("--keep-history", action="store_true", help="keep the conversation history across questions (default: reset before each)")
+
+    stress = sub.add_parser("stress", help="soak the ROS 2 graph with many turns, then inject faults; prints one summary line")
+    stress.add_argument("--turns", type=int, default=300, help="utterances of the soak (default 300)")
+    stress.add_argument("--out", type=Path, default=Path("stress-out"), help="node logs and the utterances go here (default stress-out)")
+    stress.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file (default: config/predgen.yaml)")
     return parser
 
 
@@ -189,6 +194,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_stress(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from .eval.stress import StressSettings, run_stress
+    from .nodes.bringup import default_params_file
+
+    settings = StressSettings(args.params or default_params_file(), args.out, turns=args.turns)
+    if args.turns <= settings.rss_from_turn:
+        raise ConfigError(f"--turns must be more than {settings.rss_from_turn} (memory growth is measured from that turn), got {args.turns}")
+    if not settings.params_file.is_file():
+        raise ConfigError(f"parameter file not found: {settings.params_file} (give --params)")
+    with tqdm(total=args.turns, desc="stress", unit="turn") as bar:
+        result = run_stress(settings, progress=bar.update)
+    print(result.line())
+    return 0 if result.passed else 1
+
+
 def _default_bag_folder(limit: int | None) -> Path:
     import os
 
@@ -251,7 +273,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"bench": cmd_bench, "bringup": cmd_bringup, "demo": cmd_demo, "make-bag": cmd_make_bag, "bag-info": cmd_bag_info, "eval": cmd_eval}
+COMMANDS = {"bench": cmd_bench, "bringup": cmd_bringup, "demo": cmd_demo, "make-bag": cmd_make_bag, "bag-info": cmd_bag_info, "eval": cmd_eval, "stress": cmd_stress}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -67,11 +67,24 @@ class Graph:
 
     def start(self) -> "Graph":
         for node in self.nodes:
-            proc = subprocess.Popen(node_command(node, self.params_file, self.overrides), env=self.env,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, start_new_session=True)
-            self.procs[node] = proc
-            threading.Thread(target=self._relay, args=(node, proc), daemon=True).start()
+            self.launch(node)
         return self
+
+    def launch(self, node: str, overrides: dict[str, Any] | None = None) -> subprocess.Popen:
+        """Start `node` (again, after it stopped: a supervisor's respawn); `overrides`
+        replace the graph's for this start."""
+        command = node_command(node, self.params_file, {**self.overrides, **(overrides or {})})
+        proc = subprocess.Popen(command, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, bufsize=1, start_new_session=True)
+        self.procs[node] = proc
+        threading.Thread(target=self._relay, args=(node, proc), daemon=True).start()
+        return proc
+
+    def kill(self, node: str) -> None:
+        """SIGKILL `node`, as a crash would end it."""
+        proc = self.procs[node]
+        proc.kill()
+        proc.wait()
 
     def _relay(self, node: str, proc: subprocess.Popen) -> None:
         for line in proc.stdout:

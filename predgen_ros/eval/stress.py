@@ -1,0 +1,323 @@
+"""`predgen-ros stress` (`make stress`): a soak of the real graph, then its faults.
+
+Soak: the three nodes as processes; asr_node's text backend speaks `turns`
+utterances at a fast rate (MT-Bench questions mixed with awkward ones: "hi",
+emoji, right-to-left script, control characters); tts_node plays into the null
+sink.  A monitor node in this process counts the finals sent and the responses,
+samples every node's resident memory after each answer, and respawns a node
+that dies (counted as a crash).  A turn the user waited `turn_timeout_s` for
+without a response is stuck.
+
+Faults, each with an asserted outcome:
+  predgen_kill   predgen_node SIGKILLed mid-turn and respawned: the next utterance is answered
+  sink_failure   the wav sink's folder replaced by a file: tts_node reports ERROR for
+                 that reply, then speaks the next one
+  bad_paths      a missing model, voice or vosk model: the node exits non-zero with
+                 one line naming the parameter and the path
+
+The last line printed is
+  stress: sent=N answered=N faults=N crashes=N stuck=N max_rss_mb=X rss_growth_mb=Y
+(rss over the nodes; growth between answer `rss_from_turn` and the last answer).
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..nodes.bringup import NODES, Graph
+
+AWKWARD = (
+    "hi",
+    "what does 🤖🚀 mean for a robot?",
+    "ما هي عاصمة فرنسا؟ tell me please",
+    "tell\x07 me\x1b[31m about paris\u202e",
+    "ok",
+)
+MAX_RESPAWNS = 5  # a node that keeps dying ends the soak
+
+
+@dataclass
+class StressSettings:
+    params_file: Path
+    out: Path
+    turns: int = 300
+    chars_per_minute: float = 12000.0
+    max_new_tokens: int = 16
+    rss_from_turn: int = 50
+    turn_timeout_s: float = 30.0
+    restart_timeout_s: float = 120.0
+    soak_limit_s: float = 2700.0  # the soak stops here whatever happens (300 turns take about 10 min)
+
+
+@dataclass
+class StressResult:
+    sent: int = 0
+    answered: int = 0
+    crashes: int = 0
+    stuck: int = 0
+    faults: dict[str, str] = field(default_factory=dict)  # scenario -> "ok" or what went wrong
+    rss_mb: dict[str, list[float]] = field(default_factory=dict)
+    rss_growth_mb: float = 0.0
+
+    @property
+    def max_rss_mb(self) -> float:
+        return max((max(v) for v in self.rss_mb.values() if v), default=0.0)
+
+    @property
+    def passed(self) -> bool:
+        return (self.answered == self.sent and not self.crashes and not self.stuck
+                and all(v == "ok" for v in self.faults.values()))
+
+    def line(self) -> str:
+        return (f"stress: sent={self.sent} answered={self.answered} faults={len(self.faults)} crashes={self.crashes} "
+                f"stuck={self.stuck} max_rss_mb={self.max_rss_mb:.1f} rss_growth_mb={self.rss_growth_mb:.1f}")
+
+
+def soak_utterances(turns: int) -> list[str]:
+    """MT-Bench turn-1 questions with an awkward utterance after every tenth, cycled to `turns`."""
+    from ..audio.text_asr import load_questions
+
+    questions = [q.text for q in load_questions()]
+    pool = []
+    for i, question in enumerate(questions):
+        pool.append(question)
+        if i % 10 == 9:
+            pool.append(AWKWARD[(i // 10) % len(AWKWARD)])
+    return [pool[i % len(pool)] for i in range(turns)]
+
+
+class Monitor:
+    """An rclpy node in this process: counts finals and responses, speaks for the fault scenarios."""
+
+    def __init__(self):
+        import rclpy
+        from diagnostic_msgs.msg import DiagnosticArray
+        from std_msgs.msg import Header, String
+        from std_srvs.srv import Trigger
+
+        from ..nodes.common import TEXT_QOS
+
+        self.rclpy = rclpy
+        self.node = rclpy.create_node("predgen_stress_monitor")
+        self.responses: list[str] = []
+        self.health: dict[str, tuple[int, str, dict[str, str]]] = {}  # node -> (level, message, values)
+        self.partial_pub = self.node.create_publisher(String, "asr/partial", TEXT_QOS)
+        self.final_pub = self.node.create_publisher(String, "asr/final", TEXT_QOS)
+        self.speech_end_pub = self.node.create_publisher(Header, "asr/speech_end", TEXT_QOS)
+        self.reset = self.node.create_client(Trigger, "/predgen_node/reset")
+        self.node.create_subscription(String, "predgen/response", lambda m: self.responses.append(m.data), TEXT_QOS)
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_health, 10)
+
+    def _on_health(self, msg) -> None:
+        for status in msg.status:
+            node = status.name.rsplit("/", 1)[-1]
+            self.health[node] = (int.from_bytes(status.level, "little"), status.message, {kv.key: kv.value for kv in status.values})
+
+    def value(self, node: str, key: str, default: str = "") -> str:
+        return self.health.get(node, (0, "", {}))[2].get(key, default)
+
+    def spin(self, seconds: float) -> None:
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            self.rclpy.spin_once(self.node, timeout_sec=min(0.05, max(0.0, deadline - time.time())))
+
+    def wait_for(self, condition, timeout: float) -> bool:
+        deadline = time.time() + timeout
+        while not condition():
+            if time.time() > deadline:
+                return False
+            self.rclpy.spin_once(self.node, timeout_sec=0.05)
+        return True
+
+    def say(self, text: str, stop_after_words: int | None = None) -> None:
+        """Word-by-word partials (50 ms apart), then the end of speech and the final."""
+        from std_msgs.msg import Header, String
+
+        from ..nodes.common import stamp
+
+        words = text.split()
+        for n in range(1, len(words) + 1):
+            self.partial_pub.publish(String(data=" ".join(words[:n])))
+            self.spin(0.05)
+            if stop_after_words == n:
+                return
+        self.speech_end_pub.publish(Header(stamp=stamp(time.time())))
+        self.final_pub.publish(String(data=text))
+
+    def answered(self, text: str, timeout: float) -> bool:
+        """Say `text`; True when predgen/response answers it within `timeout`."""
+        before = len(self.responses)
+        self.say(text)
+        return self.wait_for(lambda: len(self.responses) > before, timeout)
+
+    def predgen_serving(self, timeout: float) -> bool:
+        """True once a live predgen_node answers ~/reset (a killed one cannot)."""
+        from std_srvs.srv import Trigger
+
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.reset.wait_for_service(timeout_sec=1.0):
+                future = self.reset.call_async(Trigger.Request())
+                if self.wait_for(future.done, 5.0) and future.result() is not None:
+                    return True
+        return False
+
+    def close(self) -> None:
+        self.node.destroy_node()
+
+
+def node_rss_mb(graph: Graph) -> dict[str, float]:
+    import psutil
+
+    rss = {}
+    for node, proc in graph.procs.items():
+        try:
+            rss[node] = psutil.Process(proc.pid).memory_info().rss / 2**20
+        except psutil.Error:
+            pass  # it just died; the crash check counts it
+    return rss
+
+
+def soak(graph: Graph, monitor: Monitor, settings: StressSettings, result: StressResult, progress=None) -> None:
+    """Wait while asr_node speaks every utterance; respawn crashed nodes; sample memory.
+    `sent` is asr_node's own count of the finals it published (its diagnostics)."""
+    baseline_rss: dict[str, float] = {}
+    last_change = time.time()
+    give_up = time.time() + settings.soak_limit_s
+    while True:
+        monitor.rclpy.spin_once(monitor.node, timeout_sec=0.1)
+        sent = int(monitor.value("asr_node", "utterances", "0"))
+        answered = len(monitor.responses)
+        if answered > result.answered:
+            sample = node_rss_mb(graph)
+            for node, mb in sample.items():
+                result.rss_mb.setdefault(node, []).append(mb)
+            if result.answered < settings.rss_from_turn <= answered:
+                baseline_rss = sample
+            if progress:
+                progress(answered - result.answered)
+        if (sent, answered) != (result.sent, result.answered):
+            result.sent, result.answered, last_change = sent, answered, time.time()
+        if (exited := graph.exited()) is not None:
+            result.crashes += 1
+            print(f"stress: {exited[0]} exited with code {exited[1]}; respawning it", file=sys.stderr, flush=True)
+            if result.crashes > MAX_RESPAWNS:
+                print(f"stress: more than {MAX_RESPAWNS} crashes; see {settings.out / 'graph.log'}", file=sys.stderr, flush=True)
+                result.stuck = max(1, result.sent - result.answered)
+                break
+            graph.launch(exited[0])
+        finished = monitor.value("asr_node", "state") == "input finished"
+        if finished and result.answered >= result.sent:
+            break
+        if time.time() - last_change > settings.turn_timeout_s + 5 or time.time() > give_up:  # nothing moves any more
+            result.stuck = max(1, result.sent - result.answered)
+            print(f"stress: the soak stopped at {result.answered} answers of {result.sent} utterances", file=sys.stderr, flush=True)
+            break
+    final_rss = node_rss_mb(graph)
+    result.rss_growth_mb = max((final_rss[n] - baseline_rss[n] for n in final_rss if n in baseline_rss), default=0.0)
+
+
+def fault_predgen_kill(graph: Graph, monitor: Monitor, settings: StressSettings) -> str:
+    monitor.say("please tell me a long story about a robot and its friends", stop_after_words=5)
+    graph.kill("predgen_node")
+    graph.launch("predgen_node")
+    if not monitor.predgen_serving(settings.restart_timeout_s):
+        return f"predgen_node did not serve again within {settings.restart_timeout_s:g} s of its respawn"
+    if not monitor.answered("what is the capital of france", settings.turn_timeout_s):
+        return "the first utterance after the respawn got no response"
+    return "ok"
+
+
+def fault_sink_failure(graph: Graph, monitor: Monitor, settings: StressSettings) -> str:
+    wav_dir = (settings.out / "fault-wav").resolve()
+    graph.kill("tts_node")
+    monitor.spin(0.5)
+    monitor.health.pop("tts_node", None)  # forget the killed node's last report
+    graph.launch("tts_node", {"tts.sink": "wav", "tts.wav_dir": str(wav_dir)})
+    if not monitor.wait_for(lambda: "tts_node" in monitor.health, settings.restart_timeout_s):
+        return "tts_node with the wav sink did not come up"
+    monitor.spin(1.0)  # predgen_node discovers the new subscriber
+
+    def reply_written(label: str) -> str:
+        written = len(list(wav_dir.glob("*.wav")))
+        if not monitor.answered(f"tell me one fact about the moon {label}", settings.turn_timeout_s):
+            return f"no response to the utterance {label}"
+        if not monitor.wait_for(lambda: len(list(wav_dir.glob("*.wav"))) > written, settings.turn_timeout_s):
+            return f"no WAV written for the reply {label}"
+        return ""
+
+    level = lambda: monitor.health.get("tts_node", (None,))[0]  # noqa: E731
+    if error := reply_written("before the sink failure"):
+        return error
+    shutil.rmtree(wav_dir)
+    wav_dir.write_text("not a folder: the wav sink cannot write here\n")
+    if not monitor.answered("tell me one fact about the moon while the sink is broken", settings.turn_timeout_s):
+        return "no response to the utterance while the sink is broken"
+    if not monitor.wait_for(lambda: level() == 2, 10.0):
+        return "tts_node diagnostics did not turn ERROR for the failed reply"
+    wav_dir.unlink()
+    wav_dir.mkdir()
+    if error := reply_written("after the sink failure"):
+        return error
+    if not monitor.wait_for(lambda: level() == 0, 10.0):
+        return "tts_node diagnostics stayed ERROR after a good reply"
+    return "ok"
+
+
+BAD_PATHS = (
+    ("predgen_node", "model.path", {}),
+    ("tts_node", "tts.voice_path", {}),
+    ("asr_node", "asr.vosk.model_path", {"asr.backend": "vosk"}),
+)
+
+
+def fault_bad_paths(graph: Graph, monitor: Monitor, settings: StressSettings) -> str:
+    from ..nodes.bringup import node_command
+
+    for node, parameter, extra in BAD_PATHS:
+        missing = f"/nonexistent/predgen_stress/{parameter}"
+        command = node_command(node, settings.params_file, {**extra, parameter: missing})
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=120, env=graph.env)
+        lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+        if proc.returncode == 0 or len(lines) != 1 or parameter not in lines[0] or missing not in lines[0]:
+            return f"{node} with a missing {parameter}: exit {proc.returncode}, output {lines[:3]}"
+    return "ok"
+
+
+FAULTS = {"predgen_kill": fault_predgen_kill, "sink_failure": fault_sink_failure, "bad_paths": fault_bad_paths}
+
+
+def run_stress(settings: StressSettings, progress=None) -> StressResult:
+    import rclpy
+
+    settings.out.mkdir(parents=True, exist_ok=True)
+    source = settings.out / "utterances.txt"
+    source.write_text("\n".join(soak_utterances(settings.turns)) + "\n", encoding="utf-8")
+    overrides = {
+        "policy": "predgen", "generation.max_new_tokens": settings.max_new_tokens,
+        "asr.backend": "text", "asr.text.source": str(source.resolve()), "asr.text.chars_per_minute": float(settings.chars_per_minute),
+        "asr.text.gap_s": 0.2, "asr.text.reply_timeout_s": float(settings.turn_timeout_s),
+        "tts.sink": "none", "tts.realtime": False,
+    }
+    result = StressResult()
+    rclpy.init()
+    try:
+        with open(settings.out / "graph.log", "w") as log, Graph(settings.params_file, overrides, NODES, log=log) as graph:
+            monitor = Monitor()
+            try:
+                if not monitor.predgen_serving(settings.restart_timeout_s):
+                    raise RuntimeError(f"predgen_node did not come up within {settings.restart_timeout_s:g} s; see {settings.out / 'graph.log'}")
+                soak(graph, monitor, settings, result, progress)
+                graph.kill("asr_node")  # its input is done; the monitor speaks from here on
+                for name, scenario in FAULTS.items():
+                    result.faults[name] = scenario(graph, monitor, settings)
+                    print(f"stress: fault {name}: {result.faults[name]}", file=sys.stderr, flush=True)
+            finally:
+                monitor.close()
+    finally:
+        rclpy.try_shutdown()
+    return result

@@ -1,0 +1,25 @@
+"""A short soak of the real graph and every fault scenario of `predgen-ros stress`."""
+from __future__ import annotations
+
+import re
+
+from predgen_ros.eval.stress import FAULTS, StressSettings, run_stress, soak_utterances
+from predgen_ros.nodes.bringup import default_params_file
+
+
+def test_the_soak_mixes_awkward_utterances_into_the_questions():
+    utterances = soak_utterances(300)
+    assert len(utterances) == 300
+    assert "hi" in utterances and any("🤖" in u for u in utterances)
+    assert all("\n" not in u and u.strip() for u in utterances)
+
+
+def test_a_short_soak_answers_every_turn_and_survives_every_fault(tmp_path):
+    settings = StressSettings(default_params_file(), tmp_path, turns=8, rss_from_turn=3, turn_timeout_s=60)
+    result = run_stress(settings)
+    assert (result.sent, result.answered, result.crashes, result.stuck) == (8, 8, 0, 0), result
+    assert result.faults == {name: "ok" for name in FAULTS}
+    assert set(result.rss_mb) == {"asr_node", "predgen_node", "tts_node"}
+    assert all(len(samples) == 8 for samples in result.rss_mb.values())
+    assert re.fullmatch(r"stress: sent=8 answered=8 faults=3 crashes=0 stuck=0 max_rss_mb=\d+\.\d rss_growth_mb=-?\d+\.\d", result.line())
+    assert result.passed
