@@ -159,3 +159,12 @@ def test_an_asr_revision_of_an_earlier_word_is_verified_not_assumed(tiny_lm, mak
     assert predgen.state.tokens[: len(prompt)] == prompt  # the cache was cropped to the common prefix and re-extended
     assert predgen.turn.reply == baseline.turn.reply
     assert predgen.state.tokens[len(prompt):] == greedy_reply(tiny_lm, final, 10)
+
+
+def test_the_history_keeps_the_newest_turns_within_its_token_budget(tiny_lm, make_session):
+    session = make_session(tiny_lm, policy="predgen", max_new_tokens=6, history_tokens=40, sentence=RULES)
+    for i in range(8):
+        run(session, [], f"question {i} about paris", [])
+    size = sum(len(tiny_lm.encode_reply(u)) + len(tiny_lm.encode_reply(r)) for u, r in session.history)
+    assert 0 < size <= 40 and len(session.history) < 8
+    assert [u for u, _ in session.history] == [f"question {i} about paris" for i in range(8 - len(session.history), 8)]

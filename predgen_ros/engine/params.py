@@ -24,6 +24,7 @@ ENGINE_PARAMS: dict[str, tuple[Any, str]] = {
     "decoder.jacobi_block": (8, "tokens per Jacobi iteration"),
     "generation.margin_tokens": (2, "speculate this many tokens past the first sentence"),
     "generation.max_new_tokens": (256, "reply length in tokens; 0 = first sentence only"),
+    "generation.history_tokens": (1024, "earlier turns kept in the prompt, in tokens; the oldest go first"),
     "sentence.min_chars": (20, "shorter first sentences are merged with the next"),
     "sentence.fallback_chars": (160, "unpunctuated replies are cut at a word boundary here"),
     "sentence.max_tokens": (64, "at most this many tokens before a first sentence is forced"),
@@ -77,6 +78,7 @@ def engine_config(params: dict[str, Any]) -> tuple[EngineConfig, ModelParams]:
         jacobi_block=int(p["decoder.jacobi_block"]),
         margin_tokens=int(p["generation.margin_tokens"]),
         max_new_tokens=int(p["generation.max_new_tokens"]),
+        history_tokens=int(p["generation.history_tokens"]),
         sentence=SentenceRules(int(p["sentence.min_chars"]), int(p["sentence.fallback_chars"]), int(p["sentence.max_tokens"])),
     )
     return config, ModelParams(p["model.path"] or None, p["model.device"], p["model.dtype"])

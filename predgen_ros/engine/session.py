@@ -48,6 +48,7 @@ class EngineConfig:
     jacobi_block: int = 8          # tokens per Jacobi iteration (1 exact + guesses)
     margin_tokens: int = 2         # speculate this far past the first sentence
     max_new_tokens: int = 256      # whole reply; 0 = stop after the first sentence
+    history_tokens: int = 1024     # earlier turns kept in the prompt (a long prompt slows every pass)
     sentence: SentenceRules = field(default_factory=SentenceRules)
 
     def __post_init__(self):
@@ -205,8 +206,17 @@ class Session:
 
     def _finish_turn(self) -> None:
         if self._committed and not self._done:  # interrupted: keep what was said
-            self.history.append((self.turn.user_text, self._reply_text()))
+            self._remember(self.turn.user_text, self._reply_text())
         self._start_turn()
+
+    def _remember(self, user_text: str, reply: str) -> None:
+        """Add a turn to the history; the oldest turns go once it exceeds `history_tokens`."""
+        self.history.append((user_text, reply))
+        size = lambda turn: len(self.lm.encode_reply(turn[0])) + len(self.lm.encode_reply(turn[1]))  # noqa: E731
+        sizes = [size(turn) for turn in self.history]
+        while self.history and sum(sizes) > self.config.history_tokens:
+            self.history.pop(0)
+            sizes.pop(0)
 
     def _set_target(self, text: str) -> None:
         prompt, dropped = self.lm.fit_prompt(text, self.history)
@@ -364,5 +374,5 @@ class Session:
     def _close_turn(self, reply: str) -> list[tuple[str, str]]:
         self.turn.reply = reply
         self._done = True
-        self.history.append((self.turn.user_text, reply))
+        self._remember(self.turn.user_text, reply)
         return [("done", reply)]
