@@ -61,7 +61,11 @@ class StressResult:
     stuck: int = 0
     faults: dict[str, str] = field(default_factory=dict)  # scenario -> "ok" or what went wrong
     rss_mb: dict[str, list[float]] = field(default_factory=dict)
-    rss_growth_mb: float = 0.0
+    growth_by_node_mb: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def rss_growth_mb(self) -> float:
+        return max(self.growth_by_node_mb.values(), default=0.0)
 
     @property
     def max_rss_mb(self) -> float:
@@ -218,7 +222,9 @@ def soak(graph: Graph, monitor: Monitor, settings: StressSettings, result: Stres
             print(f"stress: the soak stopped at {result.answered} answers of {result.sent} utterances", file=sys.stderr, flush=True)
             break
     final_rss = node_rss_mb(graph)
-    result.rss_growth_mb = max((final_rss[n] - baseline_rss[n] for n in final_rss if n in baseline_rss), default=0.0)
+    result.growth_by_node_mb = {n: final_rss[n] - baseline_rss[n] for n in final_rss if n in baseline_rss}
+    print("stress: rss growth from answer {}: {}".format(
+        settings.rss_from_turn, ", ".join(f"{n} {mb:+.1f} MB" for n, mb in result.growth_by_node_mb.items())), file=sys.stderr, flush=True)
 
 
 def fault_predgen_kill(graph: Graph, monitor: Monitor, settings: StressSettings) -> str:

@@ -1,6 +1,7 @@
 """What every predgen_ros node shares: parameters, QoS, diagnostics, startup."""
 from __future__ import annotations
 
+import ctypes
 import math
 import sys
 import time
@@ -48,6 +49,16 @@ def declare_parameters(node: Node, table: dict[str, tuple[Any, str]]) -> dict[st
     if unknown:
         raise StartupError(f"unknown parameter {', '.join(unknown)} for {node.get_name()} (declared: {', '.join(table)})")
     return values
+
+
+def release_free_memory() -> None:
+    """Hand freed heap pages back to the OS.  glibc keeps them after large frees
+    (the tensors of a long prompt, a long sentence's audio), so a node's resident
+    memory would ratchet up to its largest turn; a no-op on other C libraries."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def stamp(t: float) -> Time:

@@ -23,7 +23,7 @@ from ..engine.models import ModelError, load_pretrained
 from ..engine.params import ENGINE_PARAMS, engine_config
 from ..engine.session import ConfigError, Session, TurnStats
 from ..engine.worker import EngineWorker, Event
-from .common import ERROR, OK, TEXT_QOS, WARN, Diagnostics, StartupError, declare_parameters, run_node, seconds, stamp, status
+from .common import ERROR, OK, TEXT_QOS, WARN, Diagnostics, StartupError, declare_parameters, release_free_memory, run_node, seconds, stamp, status
 
 PREDGEN_PARAMS = ENGINE_PARAMS
 # The key-values of each predgen/latency status (README: "predgen/latency").
@@ -115,8 +115,10 @@ class PredgenNode(Node):
         elif kind == "done":
             self.response_pub.publish(String(data=text))
             self.say_pub.publish(String(data=""))  # end of this reply
+            release_free_memory()
         elif kind == "interrupted":
             self.say_pub.publish(String(data=""))
+            release_free_memory()
 
     def _on_commit(self, text: str, turn: TurnStats) -> None:
         self.turns += 1

@@ -18,7 +18,7 @@ from std_msgs.msg import Bool, Header, Int16MultiArray, MultiArrayDimension, Str
 
 from ..audio.sinks import SINKS, SinkError, make_sink
 from ..audio.tts import PiperSynthesizer, VoiceError
-from .common import AUDIO_QOS, ERROR, OK, TEXT_QOS, Diagnostics, StartupError, declare_parameters, run_node, stamp
+from .common import AUDIO_QOS, ERROR, OK, TEXT_QOS, Diagnostics, StartupError, declare_parameters, release_free_memory, run_node, stamp
 
 TTS_PARAMS = {
     "tts.voice_path": ("", "Piper voice .onnx (its .onnx.json beside it); empty = embedded en_US joe medium"),
@@ -174,6 +174,7 @@ class TtsNode(Node):
             self.sink.end()
         finally:
             self._publish_speaking(False)
+            release_free_memory()
 
     def _interrupt(self) -> None:
         """Barge-in: stop within one chunk and drop the rest of this reply."""
