@@ -94,3 +94,30 @@ def test_a_final_from_the_last_partial_comes_at_the_endpoint(synth):
         assert events[i].text == last_partial.text  # no closing re-decode rewrote it
         assert 0.5 <= events[i].t - events[i].t_speech_end <= 0.5 + 0.1 + 0.031  # endpoint + one chunk + one VAD frame
     assert "robot" in events[finals[1]].text  # the recognizer was closed and restarted in between
+
+
+def test_skipped_audio_moves_the_speech_clock(synth):
+    """Muted audio (the robot speaking) is not heard, but its time passes: the second
+    utterance's end of speech is where it really is in the stream."""
+    first, _ = spoken(synth, "Good morning.")
+    second, second_s = spoken(synth, "Tell me a joke about robots.")
+    robot = SILENCE_1S * 3  # heard by nobody while the robot talks
+    asr = StreamingAsr(make_recognizer("pocketsphinx"), endpoint_silence=0.5)
+    events = [e for chunk in chunks(first + SILENCE_1S) for e in asr.feed(chunk)]
+    events += [e for chunk in chunks(robot) for e in asr.skip(chunk)]
+    events += [e for chunk in chunks(second + SILENCE_1S) for e in asr.feed(chunk)] + asr.flush()
+    finals = [e for e in events if e.kind == "final"]
+    assert len(finals) == 2 and "robot" in finals[1].text
+    true_end = (len(first) + len(SILENCE_1S) + len(robot)) / 32000 + second_s
+    assert abs(finals[1].t_speech_end - true_end) < 0.15, (finals[1].t_speech_end, true_end)
+
+
+def test_an_utterance_half_heard_when_the_mute_starts_ends_there(synth):
+    pcm, _ = spoken(synth, "What is the capital of France?")
+    half = len(pcm) // 2 - len(pcm) // 2 % 3200
+    asr = StreamingAsr(make_recognizer("pocketsphinx"), endpoint_silence=0.5)
+    events = [e for chunk in chunks(pcm[:half]) for e in asr.feed(chunk)]
+    muted = [e for chunk in chunks(pcm[half:] + SILENCE_1S) for e in asr.skip(chunk)]
+    assert [e.kind for e in muted] == ["final"]  # what was heard, at once, nothing more
+    assert muted[0].t_speech_end <= half / 32000 + 0.031 and muted[0].text.startswith("what is")
+    assert asr.flush() == [] and not asr.in_utterance

@@ -8,6 +8,7 @@ import time
 import pytest
 import rclpy
 import yaml
+from diagnostic_msgs.msg import DiagnosticArray
 from std_msgs.msg import Bool, Header, String
 
 from predgen_ros.audio.asr import to_pcm16k
@@ -126,20 +127,30 @@ def test_unknown_asr_backend():
     assert_startup_error(run_node("asr_node", "-p", "asr.backend:=whisper"), "asr.backend", "whisper")
 
 
+def write_user_speech(path, texts, gap_s):
+    """`texts` spoken by the Piper voice, `gap_s` of silence after each, as a 16 kHz WAV;
+    returns the true end of each utterance (its last loud sample), in seconds."""
+    import wave
+
+    import numpy as np
+
+    synth = PiperSynthesizer()
+    pcm, ends = b"\0" * 8000, []
+    for text in texts:
+        speech = synth.synthesize(text)
+        voiced = np.flatnonzero(np.abs(np.frombuffer(to_pcm16k(speech.samples, speech.sample_rate), dtype=np.int16)) > 300)
+        ends.append(len(pcm) / 32000 + (voiced[-1] + 1) / 16000)
+        pcm += to_pcm16k(speech.samples, speech.sample_rate) + b"\0" * int(32000 * gap_s)
+    with wave.open(str(path), "wb") as f:
+        f.setnchannels(1), f.setsampwidth(2), f.setframerate(16000), f.writeframes(pcm)
+    return ends
+
+
 @pytest.fixture
 def user_speech_wav(tmp_path):
     """Two questions spoken by the Piper voice, a second of silence after each, as 16 kHz WAV."""
-    import wave
-
-    synth = PiperSynthesizer()
-    silence = b"\0" * 32000
-    pcm = silence[:8000]
-    for text in ("What is the capital of France?", "Tell me a joke about robots."):
-        speech = synth.synthesize(text)
-        pcm += to_pcm16k(speech.samples, speech.sample_rate) + silence
     path = tmp_path / "user.wav"
-    with wave.open(str(path), "wb") as f:
-        f.setnchannels(1), f.setsampwidth(2), f.setframerate(16000), f.writeframes(pcm)
+    write_user_speech(path, ("What is the capital of France?", "Tell me a joke about robots."), gap_s=1.0)
     return path
 
 
@@ -187,7 +198,6 @@ def test_asr_node_streams_pocketsphinx_partials_and_finals(user_speech_wav):
 
 def test_asr_node_is_deaf_while_the_robot_speaks(user_speech_wav):
     """With asr.mute_while_robot_speaks, audio heard while robot_speaking is true is dropped."""
-    from diagnostic_msgs.msg import DiagnosticArray
 
     heard, states = [], []
     with AsrNodeOnWav(user_speech_wav, "test_robot") as asr:
@@ -200,3 +210,30 @@ def test_asr_node_is_deaf_while_the_robot_speaks(user_speech_wav):
         asr.spin_while(lambda: "input finished" not in states, step=lambda: speaking.publish(Bool(data=True)))
     assert "muted" in states and "input finished" in states, (states, asr.output[-2000:])
     assert heard == []
+
+
+def test_the_speech_clock_runs_on_while_the_robot_speaks(tmp_path):
+    """Muted audio still moves asr_node's stream time: after a robot reply between two
+    utterances, the second asr/speech_end stamp is at the true end of the second one
+    (measured from the first stamp, so asr_node's own start time cancels out)."""
+    wav = tmp_path / "two.wav"
+    true_ends = write_user_speech(wav, ("What is the capital of France?", "Tell me a joke about robots."), gap_s=6.0)
+    finals, ends, states = [], [], []
+    with AsrNodeOnWav(wav, "test_robot_reply") as asr:
+        speaking = asr.node.create_publisher(Bool, "robot_speaking", TEXT_QOS)
+        asr.node.create_subscription(String, "asr/partial", lambda m: None, TEXT_QOS)  # asr_node starts once it is heard
+        asr.node.create_subscription(String, "asr/final", lambda m: finals.append(m.data), TEXT_QOS)
+        asr.node.create_subscription(Header, "asr/speech_end", lambda m: ends.append(m.stamp.sec + m.stamp.nanosec * 1e-9), TEXT_QOS)
+        asr.node.create_subscription(DiagnosticArray, "/diagnostics", lambda m: states.extend(
+            {kv.key: kv.value for kv in s.values}["state"] for s in m.status if s.name == "/predgen_ros/asr_node"), 10)
+        asr.spin_while(lambda: not finals)
+        speaking.publish(Bool(data=True))  # the robot answers the first utterance for 2 s
+        asr.spin_while(lambda: "muted" not in states)  # asr_node heard that it must not listen
+        reply_end = time.time() + 2.0
+        asr.spin_while(lambda: time.time() < reply_end)
+        speaking.publish(Bool(data=False))
+        asr.spin_while(lambda: len(finals) < 2 or len(ends) < 2)
+    assert len(finals) == 2 and len(ends) == 2, (finals, asr.output[-2000:])
+    assert "robot" in finals[1]
+    error = (ends[1] - ends[0]) - (true_ends[1] - true_ends[0])
+    assert abs(error) < 0.15, f"second end of speech off by {error:+.3f} s"

@@ -22,24 +22,30 @@ def test_a_partial_replaces_the_unread_partial_but_finals_stay_in_order():
     assert box.replaced == 2 and box.take(0) == []
 
 
-def test_the_mailbox_never_grows_past_its_capacity():
+def test_a_backlog_drops_old_partials_never_a_final_or_a_reset():
     box = Mailbox(capacity=4)
     for i in range(10):
-        box.post(Event("final", str(i)))
-    assert len(box) == 4 and box.dropped == 6
-    assert [e.text for e in box.take(0)] == ["6", "7", "8", "9"]
+        box.post(Event("partial", f"utterance {i}"))
+        box.post(Event("final", f"utterance {i}"))
+    box.post(Event("reset"))
+    pending = box.take(0)
+    assert [e.text for e in pending if e.kind == "final"] == [f"utterance {i}" for i in range(10)]
+    assert pending[-1].kind == "reset"
+    assert not any(e.kind == "partial" for e in pending) and box.dropped == 10
 
 
-@given(st.lists(st.sampled_from(["partial", "final", "reset"]), max_size=400), st.integers(1, 16))
-def test_pending_events_stay_bounded_and_the_newest_is_never_lost(kinds, capacity):
+@given(st.lists(st.sampled_from(["partial", "final", "speech_end", "reset"]), max_size=400), st.integers(1, 16))
+def test_pending_partials_stay_bounded_and_no_other_event_is_lost(kinds, capacity):
     box = Mailbox(capacity)
     for i, kind in enumerate(kinds):
         box.post(Event(kind, str(i)))
-        assert len(box) <= capacity
+        others = sum(k != "partial" for k in kinds[: i + 1])
+        assert len(box) <= max(capacity, others + 1)  # only partials are dropped, the newest event never
     pending = box.take(0)
     assert box.dropped + box.replaced + len(pending) == len(kinds)  # every event is accounted for
     if kinds:
         assert pending[-1].text == str(len(kinds) - 1)
+    assert [e.text for e in pending if e.kind != "partial"] == [str(i) for i, k in enumerate(kinds) if k != "partial"]
     assert all(not (a.kind == b.kind == "partial") for a, b in zip(pending, pending[1:]))
     assert [int(e.text) for e in pending] == sorted(int(e.text) for e in pending)
 
@@ -78,6 +84,44 @@ def test_worker_answers_a_turn_in_order(tiny_lm):
         assert "commit" in kinds and kinds.index("commit") < kinds.index("done")
         assert set(kinds[: kinds.index("commit")]) <= {"candidate"}
         assert worker.session.history[-1][0] == "What is the capital of France?"
+    finally:
+        worker.stop()
+
+
+def test_the_same_words_as_two_utterances_get_two_replies_and_their_speech_ends(tiny_lm):
+    worker, recorder = start_worker(tiny_lm, policy="predgen", verifier="exact", max_new_tokens=4)
+    base = time.time() - 100  # event times in the past: each end of turn is due at once
+
+    def utterance(text, number, t_end):
+        recorder.done.clear()
+        worker.mailbox.post(Event("partial", text, t_end - 0.5))
+        worker.mailbox.post(Event("speech_end", number, t_end))
+        worker.mailbox.post(Event("final", text, t_end + 0.3))
+
+    try:
+        for number, t_end in (("1", base), ("2", base + 10)):
+            utterance("yes", number, t_end)
+            assert recorder.done.wait(60), f"no reply to utterance {number}"
+        worker.mailbox.post(Event("speech_end", "2", base + 10))  # the second utterance re-delivered
+        worker.mailbox.post(Event("final", "yes", base + 10.4))
+        utterance("thanks", "3", base + 20)
+        assert recorder.done.wait(60)
+        turns = [turn for kind, _, turn in recorder.emissions if kind == "done"]
+        assert [(t.utterance, t.user_text) for t in turns] == [("1", "yes"), ("2", "yes"), ("3", "thanks")]
+        assert [t.t_speech_end for t in turns] == [base, base + 10, base + 20]
+    finally:
+        worker.stop()
+
+
+def test_a_speech_end_that_arrives_after_its_final_still_counts(tiny_lm):
+    worker, recorder = start_worker(tiny_lm, policy="baseline", max_new_tokens=4)
+    try:
+        t_end = time.time() - 1
+        worker.mailbox.post(Event("final", "what is paris", t_end + 0.4))
+        worker.mailbox.post(Event("speech_end", "3", t_end))  # another topic: may overtake or trail its final
+        assert recorder.done.wait(60)
+        turn = recorder.emissions[-1][2]
+        assert turn.t_speech_end == t_end and turn.utterance == "3"
     finally:
         worker.stop()
 

@@ -152,6 +152,16 @@ class StreamingAsr:
             events += self.flush()
         return events
 
+    def skip(self, pcm: bytes) -> list[AsrEvent]:
+        """Audio that is not listened to (the robot is speaking): the stream clock
+        still advances by its length.  An utterance half heard when the skipping
+        starts ends there: its final is what was heard so far, and its speech end
+        the last voiced audio before it."""
+        events = self.flush()
+        self._t += len(pcm) / (2 * SAMPLE_RATE)
+        self._buffer = b""  # an unfinished VAD frame does not join later audio
+        return events
+
     def flush(self) -> list[AsrEvent]:
         """End the current utterance now (end of input, or the mute switch)."""
         if not self._in_utterance:

@@ -16,6 +16,13 @@ The three policies differ only in what a new transcript does:
               (reusing the prompt's KV cache, like prefix caching);
   predgen     verifies its candidate against the new prompt in one pass,
               keeps the accepted prefix and extends it.
+
+A turn belongs to an utterance, not to a text: the same words said twice are
+two turns.  Topics are not ordered with each other, so a partial or the final
+of an utterance may arrive again after its final; such a copy is recognized by
+the utterance number the ASR gives (`asr/speech_end`), or, without one, by
+arriving within LATE_COPY_WINDOW_S of the final (a final: with no partial
+heard in between).
 """
 from __future__ import annotations
 
@@ -33,6 +40,10 @@ log = logging.getLogger(__name__)
 POLICIES = ("baseline", "preemptive", "predgen")
 VERIFIERS = ("exact", "topk")
 DECODERS = ("ar", "jacobi")
+# A copy of the finalized utterance arrives within this many seconds of its final
+# (DDS delivers the topics of one publisher milliseconds apart); the user cannot
+# end an utterance and say a new one that quickly.
+LATE_COPY_WINDOW_S = 1.0
 
 
 class ConfigError(ValueError):
@@ -74,8 +85,10 @@ class TurnStats:
     """What happened in one turn, with times from the session's clock."""
 
     user_text: str = ""
+    utterance: str | None = None     # the ASR's utterance number, when it gives one
     t_first_partial: float | None = None
     t_final: float | None = None
+    t_speech_end: float | None = None  # the ASR's end of the user's voiced audio, when it gives one
     t_end_of_turn: float | None = None
     t_commit: float | None = None
     passes: list[tuple[float, float]] = field(default_factory=list)  # (start, stop) of each forward pass
@@ -117,38 +130,54 @@ class Session:
         self._start_turn()
 
     # ---------------------------------------------------------------- events
-    def partial(self, text: str, t: float) -> None:
-        """The full current hypothesis of the utterance (may rewrite or shrink)."""
+    def partial(self, text: str, t: float) -> bool:
+        """The full current hypothesis of the utterance (may rewrite or shrink).
+        False when it was ignored (empty, or a late copy of the finalized utterance)."""
         text = " ".join(text.split())
-        if not text or self._is_stale(text):
-            return
+        if not text or self._is_late_partial(text, t):
+            return False
         if self.turn.t_end_of_turn is not None:
             self._finish_turn()  # the user speaks again: a new turn begins
         if self.turn.t_first_partial is None:
             self.turn.t_first_partial = t
+        self._heard_since_final = True
         self._latest = text
         if self.config.policy != "baseline":
             self._set_target(text)
+        return True
 
-    def _is_stale(self, partial: str) -> bool:
-        """A partial of the utterance already finalized, delivered late (topics
-        are not ordered with each other): its words start the final's."""
-        if self.turn.t_final is None:
+    def _is_late_partial(self, partial: str, t: float) -> bool:
+        """A partial of the utterance already finalized, delivered after its final:
+        its words start the final's and it came within the late-copy window."""
+        if self.turn.t_final is None or t - self.turn.t_final > LATE_COPY_WINDOW_S:
             return False
         words, final = partial.split(), self.turn.user_text.split()
         return words == final[: len(words)]
 
-    def final(self, text: str, t: float) -> None:
+    def final(self, text: str, t: float, utterance: str | None = None, t_speech_end: float | None = None) -> bool:
+        """The final transcript of an utterance (`utterance`: the ASR's number for it,
+        if any).  False when it was ignored (nothing heard, or a re-delivered final)."""
         text = " ".join(text.split()) or self._latest
-        if not text or (self.turn.t_final is not None and text == self.turn.user_text):
-            return  # nothing heard, or a duplicated final
+        if not text or (self.turn.t_final is not None and self._redelivers_final(text, t, utterance)):
+            return False
         if self.turn.t_end_of_turn is not None:
             self._finish_turn()
         self._latest = text
+        self._heard_since_final = False
         self.turn.user_text = text
         self.turn.t_final = t
+        self.turn.utterance = utterance
+        self.turn.t_speech_end = t_speech_end
         if self.config.policy != "baseline":
             self._set_target(text)
+        return True
+
+    def _redelivers_final(self, text: str, t: float, utterance: str | None) -> bool:
+        """Whether a final repeats the current turn's: the same utterance number, or,
+        without numbers, the same words soon after with no partial in between."""
+        if utterance is not None and self.turn.utterance is not None:
+            return utterance == self.turn.utterance
+        return text == self.turn.user_text and not self._heard_since_final and t - self.turn.t_final <= LATE_COPY_WINDOW_S
 
     def end_of_turn(self, t: float) -> None:
         """The robot may speak from now on."""
@@ -191,6 +220,7 @@ class Session:
     def _start_turn(self) -> None:
         self.turn = TurnStats()
         self._latest = ""
+        self._heard_since_final = False  # a partial was taken after the turn's final
         self._prompt: list[int] = []         # the prompt we should be answering
         self._synced_prompt: list[int] = []  # the prompt the cache currently starts with
         self._needs_sync = False

@@ -20,15 +20,16 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Event:
-    kind: str  # "partial" | "final" | "reset"
-    text: str = ""
-    t: float = 0.0
+    kind: str  # "partial" | "final" | "speech_end" | "reset"
+    text: str = ""   # speech_end: the utterance number ("" when the ASR gives none)
+    t: float = 0.0   # speech_end: the end of the user's voiced audio
 
 
 class Mailbox:
     """Pending events, oldest first.  A partial replaces a partial posted right
-    before it; finals and resets are kept.  Never more than `capacity` events
-    (the oldest are dropped and counted)."""
+    before it; finals, speech ends and resets are always kept, in order.  Past
+    `capacity` events the oldest partials are dropped (and counted): a newer
+    hypothesis or the final supersedes them."""
 
     def __init__(self, capacity: int = 64):
         self.capacity = capacity
@@ -46,9 +47,15 @@ class Mailbox:
             else:
                 self._events.append(event)
             if len(self._events) > self.capacity:
-                del self._events[0]
-                self.dropped += 1
+                self._drop_oldest_partial()
             self._ready.notify()
+
+    def _drop_oldest_partial(self) -> None:
+        """The newest event is never dropped: it may be the only word of a new utterance."""
+        oldest = next((i for i, e in enumerate(self._events[:-1]) if e.kind == "partial"), None)
+        if oldest is not None:
+            del self._events[oldest]
+            self.dropped += 1
 
     def take(self, timeout: float | None) -> list[Event]:
         """Everything pending; waits up to `timeout` s (None: forever) when empty."""
@@ -72,6 +79,15 @@ class Mailbox:
         return self._closed
 
 
+# An end of speech belongs to a final that arrives at most this long after it
+# (the ASR's endpoint silence plus its decoding); an older stamp is stale.
+SPEECH_END_MAX_LAG_S = 5.0
+
+
+def _ends_speech_of(stamp: float, t_final: float) -> bool:
+    return 0.0 <= t_final - stamp <= SPEECH_END_MAX_LAG_S
+
+
 # emission kinds: the Session's ("candidate", "commit", "sentence", "done"),
 # plus "interrupted" when a turn with a spoken reply ends before it is done.
 Emit = Callable[[str, str, TurnStats], None]
@@ -88,6 +104,7 @@ class EngineWorker:
         self.mailbox = Mailbox()
         self.errors = 0
         self._end_of_turn_at: float | None = None
+        self._speech_end: tuple[str | None, float] | None = None  # (utterance, stamp) awaiting its final
         self._busy = False
         self._thread = threading.Thread(target=self._run, name="predgen-engine", daemon=True)
 
@@ -129,15 +146,33 @@ class EngineWorker:
         if event.kind == "partial":
             self.session.partial(event.text, event.t)
         elif event.kind == "final":
-            self.session.final(event.text, event.t)
-            if self.session.turn.t_final == event.t:  # not a duplicate
-                self._end_of_turn_at = event.t + self.endpoint_delay
+            self._deliver_final(event)
+        elif event.kind == "speech_end":
+            self._deliver_speech_end(event.text or None, event.t)
         elif event.kind == "reset":
             self.session.reset()
             self._end_of_turn_at = None
         if self.session.turn is not before:
             if before.t_commit is not None and not before.reply:
                 self.emit("interrupted", "", before)
+
+    def _deliver_final(self, event: Event) -> None:
+        utterance, t_speech_end = self._speech_end if self._speech_end else (None, None)
+        if t_speech_end is not None and not _ends_speech_of(t_speech_end, event.t):
+            utterance, t_speech_end = None, None  # the stamp of an utterance whose final never came
+        if self.session.final(event.text, event.t, utterance, t_speech_end):
+            self._speech_end = None
+            self._end_of_turn_at = event.t + self.endpoint_delay
+
+    def _deliver_speech_end(self, utterance: str | None, stamp: float) -> None:
+        """Usually just before its final; topics are not ordered, so it may also
+        come right after the final it belongs to."""
+        turn = self.session.turn
+        if turn.t_final is not None and turn.t_speech_end is None and _ends_speech_of(stamp, turn.t_final):
+            turn.t_speech_end = stamp
+            turn.utterance = turn.utterance or utterance
+        else:
+            self._speech_end = (utterance, stamp)
 
     def _step(self) -> None:
         turn = self.session.turn

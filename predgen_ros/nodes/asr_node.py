@@ -127,11 +127,9 @@ class AsrNode(Node):
                 return
             if not paced:  # a file: play it at real time, like a microphone
                 self._sleep_until(t0 + (i + 1) * chunk_s)
-            if self.robot_speaking and self.p["asr.mute_while_robot_speaks"]:
-                self.state = "muted"
-                continue
-            self.state = "listening"
-            for event in asr.feed(pcm):
+            muted = self.robot_speaking and self.p["asr.mute_while_robot_speaks"]
+            self.state = "muted" if muted else "listening"
+            for event in asr.skip(pcm) if muted else asr.feed(pcm):
                 self._publish_event(event, t0)
         for event in asr.flush():
             self._publish_event(event, t0)

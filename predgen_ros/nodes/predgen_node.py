@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass
 
 from diagnostic_msgs.msg import DiagnosticArray
@@ -65,7 +64,6 @@ class PredgenNode(Node):
         self.turns = 0
         self.ignored = 0
         self._pending: list[PendingReport] = []
-        self._speech_ends: deque[float] = deque(maxlen=32)
         self._lock = threading.Lock()
         self.worker.start()
         # Subscriptions last: asr_node starts talking once they exist.
@@ -91,7 +89,7 @@ class PredgenNode(Node):
         self.worker.mailbox.post(Event("final", msg.data, time.time()))
 
     def _on_speech_end(self, msg: Header) -> None:
-        self._speech_ends.append(seconds(msg.stamp))
+        self.worker.mailbox.post(Event("speech_end", msg.frame_id.strip(), seconds(msg.stamp)))
 
     def _on_reset(self, request, response):
         self.worker.mailbox.post(Event("reset"))
@@ -148,15 +146,9 @@ class PredgenNode(Node):
         for report in overdue:
             self._publish_report(report)
 
-    def _speech_end(self, turn: TurnStats) -> float:
-        """The user's end of speech: the asr/speech_end stamp of this utterance, else the final's arrival."""
-        start = (turn.t_first_partial or turn.t_final) - 1.0
-        stamps = [t for t in self._speech_ends if start <= t <= turn.t_final]
-        return max(stamps) if stamps else turn.t_final
-
     def _publish_report(self, report: PendingReport) -> None:
         turn = report.turn
-        t_end = self._speech_end(turn)
+        t_end = turn.t_speech_end if turn.t_speech_end is not None else turn.t_final  # no asr/speech_end: the final's arrival
         first_audio = report.t_first_audio if report.t_first_audio is not None else math.nan
         values = {
             "turn": report.number,
