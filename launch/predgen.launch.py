@@ -4,11 +4,12 @@
     ros2 launch predgen_ros predgen.launch.py policy:=baseline asr_backend:=text sink:=wav
     ros2 launch predgen_ros predgen.launch.py params_file:=/path/robot.yaml model:=/models/Qwen2.5-0.5B-Instruct
 
-A launch argument left empty keeps the value of the parameter file.
-(`predgen-ros bringup` does the same on installs without `ros2 launch`.)
+A launch argument left empty keeps the value of the parameter file.  When one
+node exits (a bad model path, a crash), the whole launch shuts down, as
+`predgen-ros bringup` does on installs without `ros2 launch`.
 """
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, OpaqueFunction, Shutdown
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node
 from launch_ros.substitutions import FindPackageShare
@@ -33,7 +34,8 @@ def _nodes(context):
         if value:
             overrides[node][parameter] = value
     return [
-        Node(package="predgen_ros", executable=node, name=node, output="screen", parameters=[params_file, overrides[node]])
+        Node(package="predgen_ros", executable=node, name=node, output="screen", parameters=[params_file, overrides[node]],
+             on_exit=Shutdown(reason=f"{node} exited; stopping the other nodes"))
         for node in NODES
     ]
 

@@ -89,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--max-new-tokens", type=int, default=0, help="reply length; 0 (default) stops after the first sentence")
     ev.add_argument("--limit", type=int, default=None, help="only the first N questions of the bag")
     ev.add_argument("--keep-history", action="store_true", help="keep the conversation history across questions (default: reset before each)")
+    ev.add_argument("--reply-timeout", type=float, default=120.0,
+                    help="seconds to wait for a question's reply before replaying the next one (default 120)")
 
     stress = sub.add_parser("stress", help="soak the ROS 2 graph with many turns, then inject faults; prints one summary line")
     stress.add_argument("--turns", type=int, default=300, help="utterances of the soak (default 300)")
@@ -264,13 +266,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
     messages, _ = load_replay(args.bag, args.limit)  # a bad bag fails here, before any node starts
     finals = sum(m.topic == "asr/final" for m in messages)
     overrides = {"generation.max_new_tokens": args.max_new_tokens, **dict(args.set)}
-    settings = EvalSettings(args.bag, args.out, params_file, tuple(args.policies), overrides, args.limit, args.keep_history)
+    if args.reply_timeout <= 0:
+        raise ConfigError(f"--reply-timeout must be > 0 seconds, got {args.reply_timeout:g}")
+    settings = EvalSettings(args.bag, args.out, params_file, tuple(args.policies), overrides, args.limit, args.keep_history,
+                            args.reply_timeout)
     with tqdm(total=finals * len(args.policies), desc="eval", unit="utterance") as bar:
-        _, summary = run_eval(settings, progress=lambda policy: (bar.set_postfix_str(policy), bar.update()))
+        records, summary = run_eval(settings, progress=lambda policy: (bar.set_postfix_str(policy), bar.update()))
     print(f"\nASR revision rate {summary['revision_rate']:.1%}, word error rate {summary['wer']:.1%}")
     print(format_table({p: summary[p] for p in args.policies}))
     print(f"wrote {args.out}/report.md, summary.json, turns.csv, latency.png, recorded_<policy>/")
-    return 0
+    unanswered = [r for r in records if not r.answered]
+    for r in unanswered:
+        print(f"eval: question {r.qid} got no reply from {r.policy}: {r.no_reply}", file=sys.stderr)
+    return 1 if unanswered else 0
 
 
 COMMANDS = {"bench": cmd_bench, "bringup": cmd_bringup, "demo": cmd_demo, "make-bag": cmd_make_bag, "bag-info": cmd_bag_info, "eval": cmd_eval, "stress": cmd_stress}

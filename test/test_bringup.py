@@ -8,8 +8,10 @@ import sys
 import time
 
 import psutil
+import pytest
+import yaml
 
-from predgen_ros.nodes.bringup import node_command, node_for, ros_value
+from predgen_ros.nodes.bringup import default_params_file, node_command, node_for, ros_value
 
 
 def start_bringup(*args):
@@ -26,6 +28,19 @@ def test_parameters_go_to_the_node_that_declares_them():
     command = node_command("tts_node", "p.yaml", {"tts.sink": "none", "policy": "baseline", "tts.realtime": False})
     assert command[-4:] == ["-p", "tts.sink:='none'", "-p", "tts.realtime:=false"]
     assert ros_value("007") == "'007'"  # stays a string
+
+
+@pytest.mark.parametrize("value", ["/data/o'brien/voice.onnx", "it's", "''", "a: b", "#x", "007", "true", "[1, 2]"])
+def test_a_string_parameter_reaches_the_node_unchanged(value):
+    assert yaml.safe_load(ros_value(value)) == value  # rcl reads -p values as YAML
+
+
+def test_a_path_with_a_quote_reaches_the_node(tmp_path):
+    missing = tmp_path / "o'brien" / "voice.onnx"
+    command = node_command("tts_node", default_params_file(), {"tts.sink": "none", "tts.voice_path": str(missing)})
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert f"tts.voice_path: Piper voice not found: {missing}" in result.stderr  # the path arrived whole
 
 
 def test_one_node_failing_stops_the_others():

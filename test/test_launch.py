@@ -45,6 +45,14 @@ def test_launch_file_starts_the_same_nodes_and_overrides_declared_parameters():
     assert set(constants["OVERRIDES"]) | {"params_file"} == ARGUMENTS
 
 
+def test_one_node_exiting_shuts_the_launch_down_as_bringup_does():
+    calls = [n for n in ast.walk(ast.parse(LAUNCH_FILE.read_text())) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "Node"]
+    assert calls, "the launch file starts its nodes with launch_ros' Node"
+    for call in calls:
+        on_exit = next((k.value for k in call.keywords if k.arg == "on_exit"), None)
+        assert isinstance(on_exit, ast.Call) and on_exit.func.id == "Shutdown", "every node shuts the launch down when it exits"
+
+
 @pytest.mark.skipif(not ros2_launch_available(), reason="ROS 2 `launch` / `launch_ros` are not installed (not on PyPI; source a ROS 2 distro)")
 def test_ros2_launch_loads_the_launch_file():
     from launch import LaunchDescription

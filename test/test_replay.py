@@ -6,12 +6,14 @@ from importlib.resources import files
 from pathlib import Path
 
 from predgen_ros.eval.bags import read_bag
-from predgen_ros.eval.replay import EvalSettings, asr_quality, load_replay, revisions, run_eval, word_errors, words
+from predgen_ros.eval.bench import TurnRecord, format_table, summarize
+from predgen_ros.eval.replay import (EvalSettings, asr_quality, load_replay, question_records, revisions, run_eval, split_by_question,
+                                     word_errors, words)
 from predgen_ros.nodes.bringup import default_params_file
 
 SAMPLE = Path(str(files("predgen_ros") / "data" / "bags" / "sample"))
 BENCH_KEYS = {
-    "turns", "audio_latency_p50_s", "audio_latency_p90_s", "audio_latency_mean_s", "ttfs_p50_s", "ttfs_p90_s", "ttfs_mean_s",
+    "asked", "answered", "turns", "audio_latency_p50_s", "audio_latency_p90_s", "audio_latency_mean_s", "ttfs_p50_s", "ttfs_p90_s", "ttfs_mean_s",
     "speedup_vs_baseline_p50", "first_sentence_match", "first_sentence_logprob_mean", "nfe_tfs_p50", "input_nfe_mean",
     "llm_load", "precomputed_share", "jacobi_tokens_per_iteration", "decode_tokens_per_s",
 }
@@ -54,9 +56,11 @@ def test_replaying_the_sample_bag_reports_every_turn_of_every_policy(tmp_path):
     assert sorted((r.policy, r.qid) for r in records) == sorted((p, q) for p in policies for q in ("122", "152", "159"))
     for r in records:
         assert 0.4 < r.audio_latency_s < 20, r  # at least the ASR's endpoint silence after the true end of speech
+    assert all(r.answered for r in records), [(r.policy, r.qid, r.no_reply) for r in records if not r.answered]
     written = json.loads((tmp_path / "summary.json").read_text())
     for policy in policies:
         assert BENCH_KEYS <= set(written[policy])
+        assert (written[policy]["asked"], written[policy]["answered"]) == (3, 3)
     assert {"revision_rate", "wer"} <= set(written)
     report = (tmp_path / "report.md").read_text()
     assert sum(line.startswith(("| 122 ", "| 152 ", "| 159 ")) for line in report.splitlines()) == 3
@@ -64,3 +68,35 @@ def test_replaying_the_sample_bag_reports_every_turn_of_every_policy(tmp_path):
     for policy in policies:
         recorded = read_bag(tmp_path / f"recorded_{policy}", ["predgen/latency", "tts/first_audio"])
         assert sum(m.topic == "predgen/latency" for m in recorded) == 3
+
+
+def test_each_question_is_replayed_with_its_own_messages():
+    messages, markers = load_replay(SAMPLE)
+    questions = split_by_question(messages, markers)
+    assert [sum(m.topic == "asr/final" for m in q) for q in questions] == [1, 1, 1]
+    assert [m for q in questions for m in q] == messages
+    for marker, following, question in zip(markers, markers[1:] + [None], questions):
+        assert all(marker.t_start_ns <= m.t_ns < (following.t_start_ns if following else float("inf")) for m in question[1:])
+
+
+def test_a_question_without_a_reply_is_a_row_with_its_reason(tmp_path):
+    _, markers = load_replay(SAMPLE)
+    outcomes = [(0, ""), (0, "no reply within 120 s"), (0, "")]
+    records = question_records("baseline", markers, outcomes, recorded=[])
+    assert [r.no_reply for r in records] == ["no latency report", "no reply within 120 s", "no latency report"]
+    summary = summarize(records, ["baseline", "predgen"])  # predgen: no records at all
+    assert (summary["baseline"]["asked"], summary["baseline"]["answered"]) == (3, 0)
+    assert summary["baseline"]["audio_latency_p50_s"] is None and summary["predgen"]["asked"] == 0
+    assert "0/3" in format_table(summary)
+
+
+def test_summaries_survive_a_policy_without_records_and_nan_latencies():
+    def row(qid, latency):
+        return TurnRecord(qid=qid, policy="baseline", speech_s=4.0, audio_latency_s=latency, ttfs_s=latency, nfe_tfs=3,
+                          input_nfe=0, input_llm_s=0.0, rounds=1, final_accepted=None, final_candidate=None, decode_tokens=5,
+                          decode_s=0.2, jacobi_passes=0, jacobi_tokens=0, first_sentence="Hi.", first_sentence_logprob=float("nan"))
+
+    summary = summarize([row("1", 0.8), row("2", float("nan")), row("3", 1.2)], ["baseline", "preemptive"])
+    assert summary["baseline"]["audio_latency_p50_s"] == 1.0  # the NaN turn is not ranked
+    assert summary["preemptive"]["turns"] == 0 and summary["preemptive"]["audio_latency_mean_s"] is None
+    assert "preemptive" in format_table(summary)

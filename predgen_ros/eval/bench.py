@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import statistics
 from collections import deque
 from dataclasses import asdict, dataclass, field, replace
@@ -42,8 +43,21 @@ class TurnRecord:
     first_sentence: str
     first_sentence_logprob: float
     matches_baseline: bool | None = None
+    no_reply: str = ""               # why the question got no reply; "" when it was answered
     first_sentence_ids: list[int] = field(default_factory=list, repr=False)
     prompt_ids: list[int] = field(default_factory=list, repr=False)
+
+    @property
+    def answered(self) -> bool:
+        return not self.no_reply and math.isfinite(self.audio_latency_s)
+
+    @classmethod
+    def unanswered(cls, qid: str, policy: str, speech_s: float, reason: str) -> "TurnRecord":
+        """A question that got no reply: a row of its own, with the reason, and no measures."""
+        nan = float("nan")
+        return cls(qid=qid, policy=policy, speech_s=speech_s, audio_latency_s=nan, ttfs_s=nan, nfe_tfs=0, input_nfe=0,
+                   input_llm_s=0.0, rounds=0, final_accepted=None, final_candidate=None, decode_tokens=0, decode_s=0.0,
+                   jacobi_passes=0, jacobi_tokens=0, first_sentence="", first_sentence_logprob=nan, no_reply=reason)
 
 
 def deliver(session: Session, event: TimedEvent) -> None:
@@ -111,10 +125,11 @@ def turn_record(question: Question, policy: str, turn: TurnStats, t_end: float, 
     )
 
 
-def percentile(values: list[float], q: float) -> float:
+def percentile(values: list[float], q: float) -> float | None:
+    """None when there is nothing to rank (no answered turn)."""
     ordered = sorted(values)
     if not ordered:
-        return float("nan")
+        return None
     pos = (len(ordered) - 1) * q
     low = int(pos)
     high = min(low + 1, len(ordered) - 1)
@@ -126,31 +141,36 @@ def _mean_or_none(values: list[float]) -> float | None:
 
 
 def summarize(records: list[TurnRecord], policies: list[str]) -> dict:
-    """Per policy aggregates; speedups are per-turn ratios against baseline."""
-    baseline = {r.qid: r for r in records if r.policy == "baseline"}
+    """Per policy aggregates over the answered questions (`asked` and `answered` say how
+    many); speedups are per-turn ratios against baseline.  None where nothing was measured."""
+    baseline = {r.qid: r for r in records if r.policy == "baseline" and r.answered}
     summary = {}
     for policy in policies:
-        rows = [r for r in records if r.policy == policy]
+        asked = [r for r in records if r.policy == policy]
+        rows = [r for r in asked if r.answered]
         latency = [r.audio_latency_s for r in rows]
         speedups = [baseline[r.qid].audio_latency_s / r.audio_latency_s for r in rows if r.qid in baseline and r.audio_latency_s > 0]
         matches = [r.matches_baseline for r in rows if r.matches_baseline is not None]
         jacobi_passes = sum(r.jacobi_passes for r in rows)
         decode_s = sum(r.decode_s for r in rows)
+        speech_s = sum(r.speech_s for r in rows)
         summary[policy] = {
+            "asked": len(asked),
+            "answered": len(rows),
             "turns": len(rows),
             "audio_latency_p50_s": percentile(latency, 0.5),
             "audio_latency_p90_s": percentile(latency, 0.9),
-            "audio_latency_mean_s": statistics.fmean(latency),
+            "audio_latency_mean_s": _mean_or_none(latency),
             "ttfs_p50_s": percentile([r.ttfs_s for r in rows], 0.5),
             "ttfs_p90_s": percentile([r.ttfs_s for r in rows], 0.9),
-            "ttfs_mean_s": statistics.fmean(r.ttfs_s for r in rows),
+            "ttfs_mean_s": _mean_or_none([r.ttfs_s for r in rows]),
             "speedup_vs_baseline_p50": percentile(speedups, 0.5) if speedups else None,
             "first_sentence_match": statistics.fmean(matches) if matches else None,
-            "first_sentence_logprob_mean": _mean_or_none([r.first_sentence_logprob for r in rows if r.first_sentence_ids]),
+            "first_sentence_logprob_mean": _mean_or_none([r.first_sentence_logprob for r in rows if r.first_sentence_ids and math.isfinite(r.first_sentence_logprob)]),
             "nfe_tfs_p50": percentile([r.nfe_tfs for r in rows], 0.5),
-            "input_nfe_mean": statistics.fmean(r.input_nfe for r in rows),
-            "llm_load": sum(r.input_llm_s for r in rows) / sum(r.speech_s for r in rows),
-            "precomputed_share": statistics.fmean(r.nfe_tfs <= 1 for r in rows),
+            "input_nfe_mean": _mean_or_none([r.input_nfe for r in rows]),
+            "llm_load": sum(r.input_llm_s for r in rows) / speech_s if speech_s else None,
+            "precomputed_share": _mean_or_none([r.nfe_tfs <= 1 for r in rows]),
             "jacobi_tokens_per_iteration": sum(r.jacobi_tokens for r in rows) / jacobi_passes if jacobi_passes else None,
             "decode_tokens_per_s": sum(r.decode_tokens for r in rows) / decode_s if decode_s else None,
         }
@@ -177,9 +197,9 @@ def near_tie_report(records: list[TurnRecord], lm: LanguageModel, policy: str) -
 
 
 def mark_matches(records: list[TurnRecord]) -> None:
-    baseline = {r.qid: r.first_sentence for r in records if r.policy == "baseline"}
+    baseline = {r.qid: r.first_sentence for r in records if r.policy == "baseline" and r.answered}
     for r in records:
-        if r.qid in baseline:
+        if r.qid in baseline and r.answered:
             r.matches_baseline = r.first_sentence == baseline[r.qid]
 
 
@@ -215,16 +235,18 @@ def format_table(summary: dict) -> str:
         return "-" if value is None else format(value, spec)
 
     header = (
-        f"{'policy':<11} {'audio p50':>9} {'p90':>6} {'mean':>6} {'TTFS p50':>8} {'speedup':>7} {'NFE-TFS':>7} "
+        f"{'policy':<11} {'answered':>8} {'audio p50':>9} {'p90':>6} {'mean':>6} {'TTFS p50':>8} {'speedup':>7} {'NFE-TFS':>7} "
         f"{'pre':>4} {'in-NFE':>6} {'load':>5} {'match':>5} {'logprob':>7} {'jac t/it':>8} {'dec t/s':>7}"
     )
     lines = [header, "-" * len(header)]
     for policy, s in summary.items():
         lines.append(
-            f"{policy:<11} {s['audio_latency_p50_s']:>8.3f}s {s['audio_latency_p90_s']:>6.3f} {s['audio_latency_mean_s']:>6.3f} "
-            f"{s['ttfs_p50_s']:>7.3f}s {fmt(s['speedup_vs_baseline_p50'], '>6.2f')}x {s['nfe_tfs_p50']:>7.1f} "
-            f"{s['precomputed_share']:>4.0%} {s['input_nfe_mean']:>6.1f} {s['llm_load']:>5.2f} {fmt(s['first_sentence_match'], '>5.0%')} "
-            f"{fmt(s['first_sentence_logprob_mean'], '>7.3f')} {fmt(s['jacobi_tokens_per_iteration'], '>8.2f')} {fmt(s['decode_tokens_per_s'], '>7.1f')}"
+            f"{policy:<11} {str(s['answered']) + '/' + str(s['asked']):>8} {fmt(s['audio_latency_p50_s'], '>8.3f')}s "
+            f"{fmt(s['audio_latency_p90_s'], '>6.3f')} {fmt(s['audio_latency_mean_s'], '>6.3f')} "
+            f"{fmt(s['ttfs_p50_s'], '>7.3f')}s {fmt(s['speedup_vs_baseline_p50'], '>6.2f')}x {fmt(s['nfe_tfs_p50'], '>7.1f')} "
+            f"{fmt(s['precomputed_share'], '>4.0%')} {fmt(s['input_nfe_mean'], '>6.1f')} {fmt(s['llm_load'], '>5.2f')} "
+            f"{fmt(s['first_sentence_match'], '>5.0%')} {fmt(s['first_sentence_logprob_mean'], '>7.3f')} "
+            f"{fmt(s['jacobi_tokens_per_iteration'], '>8.2f')} {fmt(s['decode_tokens_per_s'], '>7.1f')}"
         )
     return "\n".join(lines)
 
@@ -232,7 +254,8 @@ def format_table(summary: dict) -> str:
 def write_outputs(out: Path, records: list[TurnRecord], summary: dict, meta: dict, ties: dict, extra: dict | None = None) -> None:
     """summary.json (per policy, then `extra` keys, settings, mismatches), turns.csv, latency.png."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.json").write_text(json.dumps({**summary, **(extra or {}), "_settings": meta, "_mismatches": ties}, indent=2))
+    content = {**summary, **(extra or {}), "_settings": meta, "_mismatches": ties}
+    (out / "summary.json").write_text(json.dumps(content, indent=2))
     with open(out / "turns.csv", "w", newline="") as f:
         rows = [{k: v for k, v in asdict(r).items() if k not in ("first_sentence_ids", "prompt_ids")} for r in records]
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -249,7 +272,7 @@ def plot_latency(path: Path, records: list[TurnRecord], policies: list[str]) -> 
 
     fig, (cdf, bars) = plt.subplots(1, 2, figsize=(12, 4.5))
     for policy in policies:
-        values = sorted(r.audio_latency_s for r in records if r.policy == policy)
+        values = sorted(r.audio_latency_s for r in records if r.policy == policy and r.answered)
         cdf.step(values, [(i + 1) / len(values) for i in range(len(values))], where="post", label=policy)
     cdf.set_xlabel("audio latency from end of speech (s)")
     cdf.set_ylabel("share of turns")

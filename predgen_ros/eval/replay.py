@@ -6,10 +6,16 @@ the replay's clock), records what the graph publishes, and writes the
 recording as a bag.  Latency per question is measured from the true end of
 speech (the bag's `eval/turn` marker) to the first audio of the reply to the
 question's last final transcript.
+
+No question is lost to a slow machine: a question is replayed only once the
+reply to the previous one has ended (or `reply_timeout_s` passed); the rest of
+the bag's timeline shifts by that wait, keeping its recorded gaps.  A question
+without a reply is a row of its own with the reason.
 """
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -20,7 +26,6 @@ from .bags import GRAPH_TOPICS, USER_TOPICS, BagError, BagMessage, read_bag, wri
 from .bench import TurnRecord, format_table, mark_matches, summarize, write_outputs
 
 REPLAYED = ("asr/partial", "asr/final", "asr/speech_end")
-SETTLE_S = 15.0  # after the last message: time for the last reply's first audio
 
 
 @dataclass
@@ -32,6 +37,7 @@ class EvalSettings:
     overrides: dict = field(default_factory=dict)
     limit: int | None = None      # only the first N questions of the bag
     keep_history: bool = False    # False: questions are independent, the history is reset before each
+    reply_timeout_s: float = 120.0  # wait at most this long for a question's reply before the next question
 
 
 @dataclass(frozen=True)
@@ -92,28 +98,66 @@ class Player:
         for _ in range(10):  # discovery settles both ways
             self.rclpy.spin_once(self.node, timeout_sec=0.05)
 
-    def play(self, messages: list[BagMessage], graph: Graph, resets: list[int] = (), progress=None) -> int:
-        """Publish at the recorded offsets, and clear predgen_node's history at each
-        time of `resets` (bag ns); returns the shift (ns) from bag time to replay time."""
+    def play(self, questions: list[list[BagMessage]], markers: list[QuestionMarker], graph: Graph,
+             reset_each: bool, reply_timeout_s: float, progress=None) -> list[tuple[int, str]]:
+        """Publish each question's messages at their recorded offsets, after the reply
+        to the previous question has ended; clear predgen_node's history before each
+        question when `reset_each`.  Per question: (shift from bag time to replay time
+        in ns, why it got no reply or "")."""
+        bag_zero = min(markers[0].t_start_ns, *(m.t_ns for group in questions for m in group[:1]))
+        zero = time.time_ns() + 500_000_000
+        outcomes = []
+        for marker, messages in zip(markers, questions):
+            zero += max(0, time.time_ns() - (zero + marker.t_start_ns - bag_zero))  # the wait shifts the rest
+            if reset_each:
+                self._wait_until(zero + (marker.t_start_ns - bag_zero), graph)
+                self._reset_history(graph)
+            last_final_ns = None
+            for message in messages:
+                self._wait_until(zero + (message.t_ns - bag_zero), graph)
+                self.publishers[message.topic].publish(self._on_replay_clock(message, zero - bag_zero))
+                if message.topic == "asr/final":
+                    last_final_ns = time.time_ns()
+                    if progress:
+                        progress()
+            outcomes.append((zero - bag_zero, self._wait_for_reply(last_final_ns, graph, reply_timeout_s)))
+        return outcomes
+
+    def _on_replay_clock(self, message: BagMessage, shift_ns: int):
+        """The bag's message; an end-of-speech stamp moved to the replay's clock."""
         from rclpy.serialization import deserialize_message
 
         from ..nodes.common import stamp
 
-        bag_zero = messages[0].t_ns
-        zero = time.time_ns() + 500_000_000
-        resets = sorted(resets)
-        for message in messages:
-            while resets and resets[0] <= message.t_ns:
-                self._wait_until(zero + (resets.pop(0) - bag_zero), graph)
-                self.reset.call_async(self.reset_request)
-            self._wait_until(zero + (message.t_ns - bag_zero), graph)
-            msg = deserialize_message(message.raw, self.types[message.msgtype])
-            if message.topic == "asr/speech_end":  # the end of speech, moved to the replay's clock
-                msg.stamp = stamp((zero + (msg.stamp.sec * 1_000_000_000 + msg.stamp.nanosec - bag_zero)) / 1e9)
-            self.publishers[message.topic].publish(msg)
-            if progress and message.topic == "asr/final":
-                progress()
-        return zero - bag_zero
+        msg = deserialize_message(message.raw, self.types[message.msgtype])
+        if message.topic == "asr/speech_end":
+            msg.stamp = stamp((msg.stamp.sec * 1_000_000_000 + msg.stamp.nanosec + shift_ns) / 1e9)
+        return msg
+
+    def _reset_history(self, graph: Graph) -> None:
+        future = self.reset.call_async(self.reset_request)
+        deadline = time.time() + 30
+        while not future.done():
+            self._spin_checked(graph, deadline, "predgen_node did not answer ~/reset within 30 s")
+
+    def _wait_for_reply(self, final_ns: int | None, graph: Graph, timeout: float) -> str:
+        """Until the reply to the final sent at `final_ns` has ended: its latency report
+        and its whole response are out and the robot is silent.  "" or why not."""
+        if final_ns is None:
+            return "the ASR gave no final transcript"
+        deadline = time.time() + timeout
+        while not self._reply_ended(final_ns):
+            if time.time() > deadline:
+                return f"no reply within {timeout:g} s"
+            self._spin_checked(graph, deadline + 1)
+        return ""
+
+    def _reply_ended(self, final_ns: int) -> bool:
+        reported = any(topic == "predgen/latency" and float(report_values(msg)["t_final_transcript"]) * 1e9 >= final_ns - 1e6
+                       for topic, _, msg in self.recorded)
+        responded = any(topic == "predgen/response" and t_ns >= final_ns for topic, t_ns, _ in self.recorded)
+        speaking = [msg.data for topic, _, msg in self.recorded if topic == "robot_speaking"]
+        return reported and responded and not (speaking and speaking[-1])
 
     def _wait_until(self, due_ns: int, graph: Graph) -> None:
         while time.time_ns() < due_ns:
@@ -121,18 +165,12 @@ class Player:
             if graph.exited() is not None:
                 raise GraphError(f"{graph.exited()[0]} exited with code {graph.exited()[1]}")
 
-    def settle(self, graph: Graph, finals: int) -> None:
-        """Wait until every final has its latency report (or SETTLE_S passes)."""
-        deadline = time.time() + SETTLE_S
-        while sum(topic == "predgen/latency" for topic, _, _ in self.recorded) < finals and time.time() < deadline:
-            self._spin_checked(graph, deadline + 1)
-
-    def _spin_checked(self, graph: Graph, deadline: float) -> None:
+    def _spin_checked(self, graph: Graph, deadline: float, late: str = "the graph did not come up") -> None:
         self.rclpy.spin_once(self.node, timeout_sec=0.1)
         if graph.exited() is not None:
             raise GraphError(f"{graph.exited()[0]} exited with code {graph.exited()[1]}")
         if time.time() > deadline:
-            raise GraphError("the graph did not come up")
+            raise GraphError(late)
 
     def save(self, path: Path) -> None:
         from rclpy.serialization import serialize_message
@@ -147,19 +185,34 @@ def report_values(msg) -> dict[str, str]:
     return {kv.key: kv.value for status in msg.status for kv in status.values}
 
 
-def question_records(policy: str, markers: list[QuestionMarker], shift_ns: int, recorded) -> list[TurnRecord]:
-    """One record per question: the report of its last final, latency from the true end of speech."""
+def split_by_question(messages: list[BagMessage], markers: list[QuestionMarker]) -> list[list[BagMessage]]:
+    """The replayed messages of each question: from its start marker to the next one's."""
+    questions: list[list[BagMessage]] = [[] for _ in markers]
+    starts = [m.t_start_ns for m in markers[1:]]
+    for message in messages:
+        questions[sum(message.t_ns >= start for start in starts)].append(message)
+    return questions
+
+
+def question_records(policy: str, markers: list[QuestionMarker], outcomes: list[tuple[int, str]], recorded) -> list[TurnRecord]:
+    """One record per question: the report of its last final, latency from the true end
+    of speech; a question without one is a `no_reply` row with the reason."""
     reports = [report_values(msg) for topic, _, msg in recorded if topic == "predgen/latency"]
-    starts = [m.t_start_ns + shift_ns for m in markers] + [float("inf")]
+    starts = [m.t_start_ns + shift for m, (shift, _) in zip(markers, outcomes)] + [float("inf")]
     records = []
-    for i, marker in enumerate(markers):
+    for i, (marker, (shift_ns, no_reply)) in enumerate(zip(markers, outcomes)):
+        speech_s = (marker.t_end_ns - marker.t_start_ns) / 1e9
         mine = [r for r in reports if starts[i] <= float(r["t_final_transcript"]) * 1e9 < starts[i + 1]]
-        if not mine:
-            continue  # the ASR heard nothing: no turn to score
+        if no_reply or not mine:
+            records.append(TurnRecord.unanswered(marker.qid, policy, speech_s, no_reply or "no latency report"))
+            continue
         r = mine[-1]
         t_end = (marker.t_end_ns + shift_ns) / 1e9
+        if r["first_sentence"] and math.isnan(float(r["t_first_audio"])):
+            records.append(TurnRecord.unanswered(marker.qid, policy, speech_s, "the reply's first audio was never reported"))
+            continue
         records.append(TurnRecord(
-            qid=marker.qid, policy=policy, speech_s=(marker.t_end_ns - marker.t_start_ns) / 1e9,
+            qid=marker.qid, policy=policy, speech_s=speech_s,
             audio_latency_s=float(r["t_first_audio"]) - t_end, ttfs_s=float(r["t_commit"]) - t_end,
             nfe_tfs=int(r["nfe_tfs"]), input_nfe=int(r["input_nfe"]), input_llm_s=float(r["input_llm_s"]),
             rounds=int(r["rounds"]), final_accepted=_int_or_none(r["accepted_tokens"]), final_candidate=_int_or_none(r["candidate_tokens"]),
@@ -229,14 +282,12 @@ def run_policy(policy: str, messages: list[BagMessage], markers: list[QuestionMa
         with open(log_path, "w") as log, Graph(settings.params_file, overrides, nodes=("predgen_node", "tts_node"), log=log) as graph:
             try:
                 player.wait_for_graph(graph)
-                # a question's first partial comes at least one ASR chunk after its first voiced sample
-                resets = [] if settings.keep_history else [m.t_start_ns for m in markers]
-                shift = player.play(messages, graph, resets, progress)
-                player.settle(graph, sum(m.topic == "asr/final" for m in messages))
+                outcomes = player.play(split_by_question(messages, markers), markers, graph, not settings.keep_history,
+                                       settings.reply_timeout_s, progress)
             except GraphError as err:
                 raise GraphError(f"policy {policy}: {err}; see {log_path}") from None
         player.save(settings.out / f"recorded_{policy}")
-        return question_records(policy, markers, shift, player.recorded)
+        return question_records(policy, markers, outcomes, player.recorded)
     finally:
         player.close()
 
@@ -269,7 +320,7 @@ def markdown_report(summary: dict, quality: dict, records: list[TurnRecord], set
         f"# predgen_ros evaluation on `{settings.bag}`",
         "",
         f"{questions} questions replayed through predgen_node and tts_node with their recorded timing, once per policy "
-        f"({', '.join(settings.policies)}). Audio latency is measured from the true end of speech (the last voiced sample) "
+        f"({', '.join(settings.policies)}), each question only after the reply to the previous one had ended. Audio latency is measured from the true end of speech (the last voiced sample) "
         "to the first audio chunk handed to the sink for the reply to the question's last final transcript. "
         + ("The conversation history is kept across questions." if settings.keep_history
            else "The questions are independent: predgen_node's history is reset before each."),
@@ -284,8 +335,8 @@ def markdown_report(summary: dict, quality: dict, records: list[TurnRecord], set
         "| question | " + " | ".join(f"{p} (s)" for p in settings.policies) + " |",
         "|---|" + "---|" * len(settings.policies),
     ]
-    latency = {(r.qid, r.policy): r.audio_latency_s for r in records}
+    cells = {(r.qid, r.policy): f"{r.audio_latency_s:.3f}" if r.answered else f"no reply: {r.no_reply}" for r in records}
     for qid in dict.fromkeys(r.qid for r in records):
-        lines.append(f"| {qid} | " + " | ".join(f"{latency[(qid, p)]:.3f}" if (qid, p) in latency else "-" for p in settings.policies) + " |")
+        lines.append(f"| {qid} | " + " | ".join(cells.get((qid, p), "-") for p in settings.policies) + " |")
     lines += ["", "![latency](latency.png)", ""]
     return "\n".join(lines)

@@ -40,7 +40,9 @@ def ros_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return f"'{value}'"  # a string stays a string even when it looks like a number
+        # YAML single quotes: a string stays a string even when it looks like a number;
+        # a quote inside is written twice (/data/o'brien -> '/data/o''brien')
+        return "'" + value.replace("'", "''") + "'"
     return str(value)
 
 
