@@ -181,7 +181,8 @@ def cmd_bringup(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .eval.graph_demo import DemoSettings, latency_table, run_demo
+    from .audio.text_asr import load_questions
+    from .eval.graph_demo import DemoSettings, latency_table, reports_by_question, run_demo
     from .nodes.bringup import default_params_file
 
     if args.limit < 1:
@@ -190,10 +191,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if not params_file.is_file():
         raise ConfigError(f"parameter file not found: {params_file} (give --params)")
     reports = run_demo(DemoSettings(params_file, args.out, tuple(args.policies), args.limit))
+    questions = [q.text for q in load_questions(None, args.limit)]
+    answers = {policy: reports_by_question(questions, rows) for policy, rows in reports.items()}
     print(f"\naudio latency from the end of speech, {args.limit} MT-Bench questions at 600 chars/min through the ROS 2 graph:")
-    print(latency_table(reports))
+    print(latency_table(questions, answers))
     print(f"replies: {args.out}/<policy>/reply_NNN.wav; reports: {args.out}/reports.json; node logs: {args.out}/graph-<policy>.log")
-    return 0
+    unanswered = [(policy, i + 1) for policy, rows in answers.items() for i, report in enumerate(rows) if report is None]
+    for policy, turn in unanswered:
+        print(f"demo: question {turn} got no reply from {policy} (see {args.out}/graph-{policy}.log)", file=sys.stderr)
+    return 1 if unanswered else 0
 
 
 def cmd_stress(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from std_msgs.msg import Bool, Header, String
 from std_srvs.srv import Trigger
 
+from predgen_ros.engine.session import LATE_COPY_WINDOW_S
 from predgen_ros.nodes.bringup import Graph, default_params_file
 from predgen_ros.nodes.common import TEXT_QOS, stamp
 from predgen_ros.nodes.predgen_node import REPORT_KEYS
@@ -164,3 +165,53 @@ def test_barge_in_stops_the_reply_and_the_new_utterance_is_answered(graph):
     assert report["transcript"] == "Stop. What is two plus two?" and report["first_sentence"]
     assert [r["transcript"] for r in user.reports[reports:]] == ["Stop. What is two plus two?"]
     assert report["history_turns"] == "1"  # what the robot said before the barge-in stays in the history
+
+
+def test_the_same_words_twice_are_two_turns_and_a_redelivered_final_one(graph):
+    g, user, _ = graph
+    future = user.reset.call_async(Trigger.Request())
+    user.spin_until(future.done)
+    user.spin_until(lambda: not user._speaking, graph=g)  # the previous test's reply has ended
+    before = len(user.reports)
+    first = user.turn("yes", g)  # the robot asked something; the user said "yes"
+    user.spin_until(lambda: not user._speaking and time.time() > float(first["t_final_transcript"]) + LATE_COPY_WINDOW_S, graph=g)
+    second = user.turn("yes", g)  # ...and again, to the next question
+    assert [r["transcript"] for r in user.reports[before:]] == ["yes", "yes"]
+    assert second["history_turns"] == "1" and second["first_sentence"]
+
+    # a final delivered twice (no utterance number): one turn
+    before = len(user.reports)
+    user.say("thank you", g)
+    user.final.publish(String(data="thank you"))
+    user.spin_until(lambda: len(user.reports) > before and not user._speaking, graph=g)
+    # with utterance numbers: the same number again, even late, is the same utterance
+    user.speech_end.publish(Header(stamp=stamp(time.time()), frame_id="41"))
+    user.final.publish(String(data="ok"))
+    user.spin_until(lambda: len(user.reports) > before + 1 and not user._speaking, graph=g)
+    user.speech_end.publish(Header(stamp=stamp(time.time()), frame_id="41"))
+    user.final.publish(String(data="ok"))
+    quiet = time.time() + 2.0  # a turn, had one started, would be reported after this
+    user.spin_until(lambda: time.time() > quiet, graph=g)
+    user.speech_end.publish(Header(stamp=stamp(time.time()), frame_id="42"))  # a new number is a new turn
+    user.final.publish(String(data="ok"))
+    user.spin_until(lambda: len(user.reports) > before + 2, graph=g)
+    assert [r["transcript"] for r in user.reports[before:]] == ["thank you", "ok", "ok"]
+
+
+def test_a_barge_in_that_repeats_the_question_is_answered(graph):
+    g, user, _ = graph
+    future = user.reset.call_async(Trigger.Request())
+    user.spin_until(future.done)
+    question = "Tell me a long story about a robot who learns to paint."
+    user.spin_until(lambda: not user._speaking, graph=g)
+    before = len(user.reports)
+    user.say(question, g)
+    user.spin_until(lambda: user._speaking and len(user.reports) > before, graph=g)
+    # past the late-copy window, the same words are the user speaking again, not a stale partial
+    later = float(user.reports[-1]["t_final_transcript"]) + LATE_COPY_WINDOW_S + 0.1
+    user.spin_until(lambda: time.time() > later, graph=g)
+    assert user._speaking, "the reply should still be playing"
+    reports = len(user.reports)
+    report = user.turn(question, g)
+    assert [r["transcript"] for r in user.reports[reports:]] == [question]
+    assert report["history_turns"] == "1" and report["first_sentence"]  # the interrupted reply is in the history

@@ -104,11 +104,12 @@ def test_the_same_words_as_two_utterances_get_two_replies_and_their_speech_ends(
             assert recorder.done.wait(60), f"no reply to utterance {number}"
         worker.mailbox.post(Event("speech_end", "2", base + 10))  # the second utterance re-delivered
         worker.mailbox.post(Event("final", "yes", base + 10.4))
-        utterance("thanks", "3", base + 20)
+        recorder.done.clear()
+        worker.mailbox.post(Event("final", "thanks", base + 12))  # an ASR without speech ends from here on
         assert recorder.done.wait(60)
         turns = [turn for kind, _, turn in recorder.emissions if kind == "done"]
-        assert [(t.utterance, t.user_text) for t in turns] == [("1", "yes"), ("2", "yes"), ("3", "thanks")]
-        assert [t.t_speech_end for t in turns] == [base, base + 10, base + 20]
+        assert [(t.utterance, t.user_text) for t in turns] == [("1", "yes"), ("2", "yes"), (None, "thanks")]
+        assert [t.t_speech_end for t in turns] == [base, base + 10, None]  # the re-delivery's stamp went with it
     finally:
         worker.stop()
 

@@ -157,11 +157,11 @@ class EngineWorker:
                 self.emit("interrupted", "", before)
 
     def _deliver_final(self, event: Event) -> None:
-        utterance, t_speech_end = self._speech_end if self._speech_end else (None, None)
-        if t_speech_end is not None and not _ends_speech_of(t_speech_end, event.t):
-            utterance, t_speech_end = None, None  # the stamp of an utterance whose final never came
+        # the pending end of speech belongs to this final, whether it starts a turn or
+        # re-delivers one; a stamp too old is of an utterance whose final never came
+        pending, self._speech_end = self._speech_end, None
+        utterance, t_speech_end = pending if pending and _ends_speech_of(pending[1], event.t) else (None, None)
         if self.session.final(event.text, event.t, utterance, t_speech_end):
-            self._speech_end = None
             self._end_of_turn_at = event.t + self.endpoint_delay
 
     def _deliver_speech_end(self, utterance: str | None, stamp: float) -> None:

@@ -1,9 +1,11 @@
 """The demo: questions spoken into the real ROS 2 graph, once per policy.
 
 For each policy the three nodes start as processes (nodes.bringup.Graph), the
-text ASR backend speaks the questions at 600 characters/min, tts_node writes
-each reply as a WAV file, and this process listens to `predgen/latency` for the
-per-turn reports.  Latencies come from the graph's own clocks (real time).
+text ASR backend speaks the questions at 600 characters/min, each only after the
+reply to the previous one has ended (or `asr.text.reply_timeout_s` passed),
+tts_node writes each reply as a WAV file, and this process listens to
+`predgen/latency` for the per-turn reports.  A question without a report is
+shown as "no reply".  Latencies come from the graph's own clocks (real time).
 """
 from __future__ import annotations
 
@@ -38,17 +40,14 @@ class ReportListener:
         self.rclpy = rclpy
         self.node = rclpy.create_node(name)
         self.reports: list[dict[str, str]] = []
-        self.responses: list[str] = []
-        self.replies_spoken = 0
-        self._speaking = False
+        self.asr_state = ""
         self.node.create_subscription(DiagnosticArray, "predgen/latency", self._on_report, TEXT_QOS)
-        self.node.create_subscription(String, "predgen/response", lambda m: self.responses.append(m.data), TEXT_QOS)
-        self.node.create_subscription(Bool, "robot_speaking", self._on_speaking, TEXT_QOS)
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_health, 10)
 
-    def _on_speaking(self, msg) -> None:
-        if self._speaking and not msg.data:
-            self.replies_spoken += 1
-        self._speaking = msg.data
+    def _on_health(self, msg) -> None:
+        for status in msg.status:
+            if status.name == "/predgen_ros/asr_node":
+                self.asr_state = {kv.key: kv.value for kv in status.values}.get("state", "")
 
     def _on_report(self, msg) -> None:
         for status in msg.status:
@@ -76,15 +75,15 @@ def run_policy(policy: str, settings: DemoSettings, progress=None) -> list[dict[
     wav_dir = settings.out / policy
     wav_dir.mkdir(parents=True, exist_ok=True)
     overrides = {
-        "policy": policy, "asr.backend": "text", "asr.text.limit": settings.limit,
-        "tts.sink": "wav", "tts.wav_dir": str(wav_dir.resolve()), "tts.realtime": False,
+        "policy": policy, "asr.backend": "text", "asr.text.limit": settings.limit, "asr.text.wait_for_reply": True,
+        "asr.text.reply_timeout_s": settings.turn_timeout_s, "tts.sink": "wav", "tts.wav_dir": str(wav_dir.resolve()), "tts.realtime": False,
     }
     log_path = settings.out / f"graph-{policy}.log"
     listener = ReportListener()
     with open(log_path, "w") as log, Graph(settings.params_file, overrides, log=log) as graph:
         try:
-            listener.spin_until(lambda: min(len(listener.responses), len(listener.reports), listener.replies_spoken) >= settings.limit,
-                                graph, settings.turn_timeout_s * settings.limit, progress)
+            # asr_node asks each question once the previous reply has ended (or timed out)
+            listener.spin_until(lambda: listener.asr_state == "input finished", graph, settings.turn_timeout_s * settings.limit, progress)
         except GraphError as err:
             raise GraphError(f"policy {policy}: {err}; see {log_path}") from None
         finally:
@@ -92,24 +91,36 @@ def run_policy(policy: str, settings: DemoSettings, progress=None) -> list[dict[
     return listener.reports
 
 
-def latency_table(reports: dict[str, list[dict[str, str]]]) -> str:
-    """Per turn: audio latency of each policy, and baseline/predgen."""
+def reports_by_question(questions: list[str], reports: list[dict[str, str]]) -> list[dict[str, str] | None]:
+    """The latency report of each question (the text backend's final is the question's
+    text), or None where the question got no reply."""
+    remaining = list(reports)
+    found = []
+    for question in questions:
+        report = next((r for r in remaining if r["transcript"] == " ".join(question.split())), None)
+        if report is not None:
+            remaining.remove(report)
+        found.append(report)
+    return found
+
+
+def latency_table(questions: list[str], reports: dict[str, list[dict[str, str] | None]]) -> str:
+    """Per question: audio latency of each policy ("no reply" where none came), and baseline/last policy."""
     policies = list(reports)
-    header = f"{'turn':<5} {'question':<42}" + "".join(f" {p + ' (s)':>15}" for p in policies)
-    if "baseline" in reports and len(policies) > 1:
-        header += f" {'speedup':>8}"
+    compare = "baseline" in reports and len(policies) > 1
+    header = f"{'turn':<5} {'question':<42}" + "".join(f" {p + ' (s)':>15}" for p in policies) + (f" {'speedup':>8}" if compare else "")
     lines = [header, "-" * len(header)]
-    turns = min(len(rows) for rows in reports.values())
-    for i in range(turns):
-        question = reports[policies[0]][i]["transcript"]
-        values = [float(reports[p][i]["audio_latency_s"]) for p in policies]
-        line = f"{i + 1:<5} {question[:40] + ('..' if len(question) > 40 else ''):<42}" + "".join(f" {v:>15.3f}" for v in values)
-        if "baseline" in reports and len(policies) > 1:
+    latency = {p: [float(r["audio_latency_s"]) if r else None for r in rows] for p, rows in reports.items()}
+    for i, question in enumerate(questions):
+        values = [latency[p][i] for p in policies]
+        line = f"{i + 1:<5} {question[:40] + ('..' if len(question) > 40 else ''):<42}"
+        line += "".join(f" {'no reply':>15}" if v is None else f" {v:>15.3f}" for v in values)
+        if compare and None not in (values[0], values[-1]):
             line += f" {values[0] / values[-1]:>7.2f}x"
         lines.append(line)
-    p50 = [statistics.median(float(r["audio_latency_s"]) for r in reports[p][:turns]) for p in policies]
-    line = f"{'p50':<5} {'':<42}" + "".join(f" {v:>15.3f}" for v in p50)
-    if "baseline" in reports and len(policies) > 1:
+    p50 = [statistics.median(v for v in latency[p] if v is not None) if any(v is not None for v in latency[p]) else None for p in policies]
+    line = f"{'p50':<5} {'':<42}" + "".join(f" {'-':>15}" if v is None else f" {v:>15.3f}" for v in p50)
+    if compare and None not in (p50[0], p50[-1]):
         line += f" {p50[0] / p50[-1]:>7.2f}x"
     lines.append(line)
     return "\n".join(lines)

@@ -115,11 +115,11 @@ class Player:
             last_final_ns = None
             for message in messages:
                 self._wait_until(zero + (message.t_ns - bag_zero), graph)
-                self.publishers[message.topic].publish(self._on_replay_clock(message, zero - bag_zero))
                 if message.topic == "asr/final":
-                    last_final_ns = time.time_ns()
-                    if progress:
-                        progress()
+                    last_final_ns = time.time_ns()  # before publishing: the receiver may stamp it before publish() returns
+                self.publishers[message.topic].publish(self._on_replay_clock(message, zero - bag_zero))
+                if message.topic == "asr/final" and progress:
+                    progress()
             outcomes.append((zero - bag_zero, self._wait_for_reply(last_final_ns, graph, reply_timeout_s)))
         return outcomes
 
@@ -153,7 +153,7 @@ class Player:
         return ""
 
     def _reply_ended(self, final_ns: int) -> bool:
-        reported = any(topic == "predgen/latency" and float(report_values(msg)["t_final_transcript"]) * 1e9 >= final_ns - 1e6
+        reported = any(topic == "predgen/latency" and float(report_values(msg)["t_final_transcript"]) * 1e9 >= final_ns
                        for topic, _, msg in self.recorded)
         responded = any(topic == "predgen/response" and t_ns >= final_ns for topic, t_ns, _ in self.recorded)
         speaking = [msg.data for topic, _, msg in self.recorded if topic == "robot_speaking"]

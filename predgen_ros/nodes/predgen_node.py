@@ -66,10 +66,12 @@ class PredgenNode(Node):
         self._pending: list[PendingReport] = []
         self._lock = threading.Lock()
         self.worker.start()
-        # Subscriptions last: asr_node starts talking once they exist.
+        # Subscriptions last: asr_node starts talking once they exist.  The executor takes
+        # ready messages in the order their subscriptions were made: asr/speech_end comes
+        # before asr/final, so the final knows its utterance number.
         self.create_subscription(String, "asr/partial", self._on_partial, TEXT_QOS)
-        self.create_subscription(String, "asr/final", self._on_final, TEXT_QOS)
         self.create_subscription(Header, "asr/speech_end", self._on_speech_end, TEXT_QOS)
+        self.create_subscription(String, "asr/final", self._on_final, TEXT_QOS)
         self.create_subscription(Header, "tts/first_audio", self._on_first_audio, TEXT_QOS)
         self.create_service(Trigger, "~/reset", self._on_reset)
         self.create_timer(1.0, self._report_overdue)
