@@ -177,7 +177,7 @@ def test_the_same_words_twice_are_two_turns_and_a_redelivered_final_one(graph):
     user.spin_until(lambda: not user._speaking and time.time() > float(first["t_final_transcript"]) + LATE_COPY_WINDOW_S, graph=g)
     second = user.turn("yes", g)  # ...and again, to the next question
     assert [r["transcript"] for r in user.reports[before:]] == ["yes", "yes"]
-    assert second["history_turns"] == "1" and second["first_sentence"]
+    assert first["first_sentence"] and second["first_sentence"] and second["history_turns"] == "1"
 
     # a final delivered twice (no utterance number): one turn
     before = len(user.reports)

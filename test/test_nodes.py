@@ -236,4 +236,5 @@ def test_the_speech_clock_runs_on_while_the_robot_speaks(tmp_path):
     assert len(finals) == 2 and len(ends) == 2, (finals, asr.output[-2000:])
     assert "robot" in finals[1]
     error = (ends[1] - ends[0]) - (true_ends[1] - true_ends[0])
+    print(f"second asr/speech_end {error:+.3f} s from the true end of speech (after {true_ends[1] - true_ends[0]:.2f} s, 2 s of it muted)")
     assert abs(error) < 0.15, f"second end of speech off by {error:+.3f} s"
