@@ -116,7 +116,8 @@ def test_an_utterance_half_heard_when_the_mute_starts_ends_there(synth):
     pcm, _ = spoken(synth, "What is the capital of France?")
     half = len(pcm) // 2 - len(pcm) // 2 % 3200
     asr = StreamingAsr(make_recognizer("pocketsphinx"), endpoint_silence=0.5)
-    events = [e for chunk in chunks(pcm[:half]) for e in asr.feed(chunk)]
+    heard = [e for chunk in chunks(pcm[:half]) for e in asr.feed(chunk)]
+    assert heard and all(e.kind == "partial" for e in heard)  # mid-utterance: no final yet
     muted = [e for chunk in chunks(pcm[half:] + SILENCE_1S) for e in asr.skip(chunk)]
     assert [e.kind for e in muted] == ["final"]  # what was heard, at once, nothing more
     assert muted[0].t_speech_end <= half / 32000 + 0.031 and muted[0].text.startswith("what is")

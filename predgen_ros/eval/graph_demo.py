@@ -28,12 +28,11 @@ class DemoSettings:
 
 
 class ReportListener:
-    """An rclpy node in this process that collects latency reports and replies."""
+    """An rclpy node in this process that collects latency reports and follows asr_node's state."""
 
     def __init__(self, name: str = "predgen_demo_listener"):
         import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
-        from std_msgs.msg import Bool, String
 
         from ..nodes.common import TEXT_QOS
 
