@@ -42,11 +42,15 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file whose predgen_node section sets the defaults (e.g. config/predgen.yaml)")
     bench.add_argument("--verifier", choices=VERIFIERS, default=None, help="topk (default, the paper's setting) or exact (lossless)")
     bench.add_argument("--k", type=int, default=None, help="K of the top-K verifier (default 3)")
+    bench.add_argument("--max-gap", type=float, default=None, help="top-K: a kept token lies at most this many nats below the most likely one")
+    bench.add_argument("--exact-head", type=int, default=None, help="top-K: the reply's first N tokens must be the most likely one")
     bench.add_argument("--decoder", choices=DECODERS, default=None, help="ar (default) or jacobi")
     bench.add_argument("--jacobi-block", type=int, default=None, help="tokens per Jacobi iteration (default 8)")
     bench.add_argument("--endpoint-delay", type=float, default=None, help="seconds from the final transcript to the end of turn (default 0)")
     bench.add_argument("--chars-per-minute", type=float, default=600.0, help="speaking rate of the simulated user (default 600)")
     bench.add_argument("--max-new-tokens", type=int, default=0, help="reply length; 0 (default) stops after the first sentence")
+    bench.add_argument("--conversation", action="store_true",
+                       help="ask the questions in one conversation, history kept (default: independent questions, history reset)")
     bench.add_argument("--out", type=Path, default=None, help="write summary.json, turns.csv and latency.png here")
     _add_model_options(bench)
 
@@ -114,7 +118,8 @@ def _bench_params(args: argparse.Namespace) -> dict:
 
     params = read_params_file(args.params) if args.params else {}
     given = {
-        "verifier.kind": args.verifier, "verifier.k": args.k, "decoder.kind": args.decoder,
+        "verifier.kind": args.verifier, "verifier.k": args.k, "verifier.max_gap": args.max_gap, "verifier.exact_head": args.exact_head,
+        "decoder.kind": args.decoder,
         "decoder.jacobi_block": args.jacobi_block, "endpoint_delay": args.endpoint_delay, "model.path": args.model, "model.device": args.device, "model.dtype": args.dtype,
     }
     params.update({name: value for name, value in given.items() if value is not None})
@@ -130,6 +135,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from .engine.models import load_pretrained
     from .engine.params import engine_config
     from .eval import bench
+    from .eval.conversation import score_answers
     from .eval.questions import load_questions
 
     if args.limit is not None and args.limit < 1:
@@ -142,17 +148,20 @@ def cmd_bench(args: argparse.Namespace) -> int:
     model, tokenizer = load_pretrained(model_params.path, model_params.device, model_params.dtype)
     lm = LanguageModel(model, tokenizer)
     tts = PiperSynthesizer()
-    settings = bench.BenchSettings(policies, config, args.chars_per_minute / 60.0, endpoint_delay)
+    settings = bench.BenchSettings(policies, config, args.chars_per_minute / 60.0, endpoint_delay, args.conversation)
     with tqdm(total=len(questions) * len(policies), desc="bench", unit="turn") as bar:
         records = bench.run_bench(lm, tts, questions, settings, progress=lambda q, p: bar.update())
+    with tqdm(total=len(questions), desc="relevance", unit="question") as bar:
+        score_answers(records, {q.qid: q.text for q in questions}, lm, progress=bar.update)
     summary = bench.summarize(records, policies)
     ties = {p: bench.near_tie_report(records, lm, p) for p in policies if p != "baseline"}
     meta = {
-        "questions": len(questions), "verifier": config.verifier, "k": config.top_k, "decoder": config.decoder,
+        "questions": len(questions), "verifier": config.verifier, "k": config.top_k, "max_gap": config.max_gap, "exact_head": config.exact_head, "decoder": config.decoder,
         "jacobi_block": config.jacobi_block, "endpoint_delay_s": endpoint_delay, "chars_per_minute": args.chars_per_minute,
+        "conversation": args.conversation, "history_tokens": config.history_tokens,
         "model": model_params.path or "smollm2-135m-instruct", "device": str(lm.device), "dtype": str(model.dtype),
     }
-    print(f"\n{len(questions)} questions, verifier={config.verifier}{f' K={config.top_k}' if config.verifier == 'topk' else ''}, "
+    print(f"\n{len(questions)} questions{' in one conversation' if args.conversation else ''}, verifier={describe_verifier(config)}, "
           f"decoder={config.decoder}, endpoint delay={endpoint_delay}s, device={lm.device}")
     print(bench.format_table(summary))
     for policy, rows in ties.items() if config.verifier == "exact" else ():  # top-K differs by design
@@ -163,6 +172,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         bench.write_outputs(args.out, records, summary, meta, ties)
         print(f"wrote {args.out}/summary.json, turns.csv, latency.png")
     return 0
+
+
+def describe_verifier(config) -> str:
+    if config.verifier == "exact":
+        return "exact"
+    return f"topk K={config.top_k} max-gap={config.max_gap:g} exact-head={config.exact_head}"
 
 
 def cmd_bringup(args: argparse.Namespace) -> int:

@@ -67,3 +67,23 @@ def test_topk_never_accepts_a_token_outside_the_top_k():
             assert candidate[j] in logits[j].topk(k).indices.tolist()
         if n < len(candidate):
             assert candidate[n] not in logits[n].topk(k).indices.tolist()
+
+
+def test_an_exact_head_rejects_a_runner_up_opening_that_top_k_would_keep():
+    logits = torch.tensor([[0.0, 5.0, 4.0], [3.0, 0.0, 2.0], [0.0, 1.0, 2.0]])
+    runner_up_opening = [2, 2, 2]  # rank 2 at the start and after it
+    assert accepted_length(logits, runner_up_opening, top_k=2) == 3
+    assert accepted_length(logits, runner_up_opening, top_k=2, exact_head=1) == 0
+    greedy_opening = [1, 2, 1]     # then runner-ups, which top-K accepts after the head
+    assert accepted_length(logits, greedy_opening, top_k=2, exact_head=1) == 3
+    assert accepted_length(logits, greedy_opening, top_k=2, exact_head=2) == 1
+
+
+def test_a_runner_up_far_below_the_top_token_is_rejected_by_the_gap():
+    logits = torch.tensor([[0.0, 5.0, 4.5], [3.0, 0.0, 0.5], [0.0, 1.0, 2.0]])
+    candidate = [2, 2, 2]  # 0.5 nats below the top, then 2.5 nats below (still in the top 2)
+    assert accepted_length(logits, candidate, top_k=2) == 3
+    assert accepted_length(logits, candidate, top_k=2, max_gap=1.0) == 1
+    assert accepted_length(logits, candidate, top_k=2, max_gap=3.0) == 3
+    assert accepted_length(logits, candidate, top_k=1, max_gap=3.0) == 0  # exact stays exact
+

@@ -139,7 +139,8 @@ def test_history_is_used_on_the_next_turn(tiny_lm, make_session):
     assert session.turn.prompt_ids == tiny_lm.prompt_ids("and paris", [("hello robot", first_reply)])
 
 
-@pytest.mark.parametrize("field, value", [("policy", "fastest"), ("verifier", "fuzzy"), ("decoder", "beam"), ("top_k", 0)])
+@pytest.mark.parametrize("field, value", [("policy", "fastest"), ("verifier", "fuzzy"), ("decoder", "beam"), ("top_k", 0),
+                                          ("max_gap", 0.0), ("max_gap", float("nan")), ("exact_head", -1)])
 def test_bad_settings_are_named(field, value):
     with pytest.raises(ConfigError, match=field):
         EngineConfig(**{field: value})

@@ -27,6 +27,7 @@ heard in between).
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -55,6 +56,8 @@ class EngineConfig:
     policy: str = "predgen"
     verifier: str = "topk"
     top_k: int = 3
+    max_gap: float = math.inf      # top-K: nats a kept token may lie below the most likely one
+    exact_head: int = 0            # top-K: the reply's first tokens must be the most likely one
     decoder: str = "ar"
     jacobi_block: int = 8          # tokens per Jacobi iteration (1 exact + guesses)
     margin_tokens: int = 2         # speculate this far past the first sentence
@@ -72,6 +75,10 @@ class EngineConfig:
                 raise ConfigError(f"unknown {name} {value!r}: choose one of {', '.join(allowed)}")
         if self.top_k < 1:
             raise ConfigError(f"top_k must be >= 1, got {self.top_k}")
+        if not self.max_gap > 0:
+            raise ConfigError(f"max_gap must be > 0 nats, got {self.max_gap}")
+        if self.exact_head < 0:
+            raise ConfigError(f"exact_head must be >= 0, got {self.exact_head}")
         if self.jacobi_block < 1:
             raise ConfigError(f"jacobi_block must be >= 1, got {self.jacobi_block}")
 
@@ -274,7 +281,8 @@ class Session:
         self.turn.rounds += 1
         if self.config.policy == "predgen" and self._synced_prompt:
             candidate = self._reply_ids + self._pending()
-            kept = verify_candidate(self.state, self._prompt, candidate, self.config.accept_k)
+            kept = verify_candidate(self.state, self._prompt, candidate, self.config.accept_k,
+                                    self.config.max_gap, self.config.exact_head)
             self._draft = candidate[kept + 1:]  # the rejected tail seeds the next Jacobi block
             if self.turn.t_final is not None:
                 self.turn.final_accepted, self.turn.final_candidate = kept, len(candidate)

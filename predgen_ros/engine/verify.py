@@ -6,29 +6,43 @@ candidate token under the new prompt.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .lm import KVState
 
 
-def accepted_length(logits: torch.Tensor, candidate: list[int], top_k: int) -> int:
+def accepted_length(logits: torch.Tensor, candidate: list[int], top_k: int, max_gap: float = math.inf,
+                    exact_head: int = 0) -> int:
     """How many leading candidate tokens pass: logits[j] predicts candidate[j].
 
-    top_k == 1 is the exact verifier (token == argmax, lossless); top_k > 1
-    accepts while the token is among the K most likely.
+    top_k == 1 is the exact verifier (token == argmax, lossless).  top_k > 1
+    also accepts a runner-up: a token among the K most likely, within `max_gap`
+    nats of the most likely token's log-probability, past the first
+    `exact_head` tokens.  Rank alone is not enough (README, "How it works"): a
+    guess made from the user's first words (and the history) stays in the top
+    K under the complete question while far less likely than the model's own
+    answer; and the opening decides what the reply is about: after a runner-up
+    opening the model copies an earlier reply, every copied token its top choice.
     """
     if not candidate:
         return 0
     target = torch.tensor(candidate, device=logits.device)
-    if top_k == 1:
-        ok = logits.argmax(dim=-1) == target
-    else:
-        ok = (logits.topk(top_k, dim=-1).indices == target.unsqueeze(-1)).any(dim=-1)
+    ok = logits.argmax(dim=-1) == target
+    if top_k > 1:
+        runner_up = (logits.topk(top_k, dim=-1).indices == target.unsqueeze(-1)).any(dim=-1)
+        if math.isfinite(max_gap):
+            gap = logits.max(dim=-1).values - logits.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # = log-prob gap
+            runner_up &= gap <= max_gap
+        runner_up[:exact_head] = False
+        ok |= runner_up
     rejected = (~ok).nonzero()
     return int(rejected[0, 0]) if len(rejected) else len(candidate)
 
 
-def verify_candidate(state: KVState, prompt: list[int], candidate: list[int], top_k: int) -> int:
+def verify_candidate(state: KVState, prompt: list[int], candidate: list[int], top_k: int, max_gap: float = math.inf,
+                     exact_head: int = 0) -> int:
     """Re-condition `candidate` on `prompt` in one pass; keep the accepted prefix.
 
     Afterwards the cache holds exactly prompt + candidate[:k] and
@@ -38,7 +52,7 @@ def verify_candidate(state: KVState, prompt: list[int], candidate: list[int], to
     suffix = prompt[keep:]
     logits = state.append(suffix + candidate)
     first = len(suffix) - 1  # row predicting candidate[0]
-    k = accepted_length(logits[first : first + len(candidate)], candidate, top_k)
+    k = accepted_length(logits[first : first + len(candidate)], candidate, top_k, max_gap, exact_head)
     if k < len(candidate):
         state.crop(len(prompt) + k)
         state.next_logits = logits[first + k]

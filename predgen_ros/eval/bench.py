@@ -43,6 +43,8 @@ class TurnRecord:
     first_sentence: str
     first_sentence_logprob: float
     matches_baseline: bool | None = None
+    repeats_opening: bool | None = None  # its first words repeat an earlier answer's (eval/conversation.py)
+    relevance: float | None = None       # log-probability under its own question minus under others
     no_reply: str = ""               # why the question got no reply; "" when it was answered
     first_sentence_ids: list[int] = field(default_factory=list, repr=False)
     prompt_ids: list[int] = field(default_factory=list, repr=False)
@@ -100,12 +102,13 @@ def run_turn(session: Session, tts: PiperSynthesizer, events: list[TimedEvent], 
             raise RuntimeError("the session went idle without a reply")
 
 
-def turn_record(question: Question, policy: str, turn: TurnStats, t_end: float, first_audio: float, lm: LanguageModel) -> TurnRecord:
+def turn_record(question: Question, policy: str, turn: TurnStats, t_start: float, t_end: float, first_audio: float,
+                lm: LanguageModel) -> TurnRecord:
     before_end = turn.input_passes(t_end)
     return TurnRecord(
         qid=question.qid,
         policy=policy,
-        speech_s=t_end,
+        speech_s=t_end - t_start,
         audio_latency_s=first_audio - t_end,
         ttfs_s=turn.t_commit - t_end,
         nfe_tfs=turn.nfe_tfs,
@@ -166,6 +169,9 @@ def summarize(records: list[TurnRecord], policies: list[str]) -> dict:
             "ttfs_mean_s": _mean_or_none([r.ttfs_s for r in rows]),
             "speedup_vs_baseline_p50": percentile(speedups, 0.5),
             "first_sentence_match": _mean_or_none(matches),
+            "differs_from_baseline_share": _mean_or_none([not m for m in matches]),
+            "repeated_opening_share": _mean_or_none([r.repeats_opening for r in rows if r.repeats_opening is not None]),
+            "relevance_mean": _mean_or_none([r.relevance for r in rows if r.relevance is not None]),
             "first_sentence_logprob_mean": _mean_or_none([r.first_sentence_logprob for r in rows if r.first_sentence_ids and math.isfinite(r.first_sentence_logprob)]),
             "nfe_tfs_p50": percentile([r.nfe_tfs for r in rows], 0.5),
             "input_nfe_mean": _mean_or_none([r.input_nfe for r in rows]),
@@ -209,21 +215,30 @@ class BenchSettings:
     config: EngineConfig
     chars_per_second: float = 10.0
     endpoint_delay: float = 0.0
+    conversation: bool = False  # keep the history across questions, like a robot dialogue
+
+
+# The user starts the next question this long after the previous reply: longer
+# than the late-copy window, so a question that starts like the previous one is new.
+QUESTION_GAP_S = 2.0
 
 
 def run_bench(lm: LanguageModel, tts: PiperSynthesizer, questions: list[Question], settings: BenchSettings, progress=None) -> list[TurnRecord]:
-    """All policies on all questions; one session per policy on the shared model."""
-    clock = VirtualClock()
-    sessions = {p: Session(lm, replace(settings.config, policy=p), clock) for p in settings.policies}
+    """All policies on all questions; one session (and one virtual clock) per policy on
+    the shared model.  Independent questions reset the history before each one."""
+    clocks = {p: VirtualClock() for p in settings.policies}
+    sessions = {p: Session(lm, replace(settings.config, policy=p), clocks[p]) for p in settings.policies}
     records = []
     for question in questions:
         events, t_end = speak(question.text, settings.chars_per_second, settings.endpoint_delay)
         for policy, session in sessions.items():
-            session.reset()
+            if not settings.conversation:
+                session.reset()
             tts.clear()  # no policy may reuse audio another one synthesized
-            clock.reset()
-            first_audio = run_turn(session, tts, events, clock)
-            records.append(turn_record(question, policy, session.turn, t_end, first_audio, lm))
+            clock = clocks[policy]
+            start = clock() + QUESTION_GAP_S
+            first_audio = run_turn(session, tts, [replace(e, t=start + e.t) for e in events], clock)
+            records.append(turn_record(question, policy, session.turn, start, start + t_end, first_audio, lm))
             if progress:
                 progress(question, policy)
     mark_matches(records)
@@ -236,7 +251,7 @@ def format_table(summary: dict) -> str:
 
     header = (
         f"{'policy':<11} {'answered':>8} {'audio p50':>9} {'p90':>6} {'mean':>6} {'TTFS p50':>8} {'speedup':>7} {'NFE-TFS':>7} "
-        f"{'pre':>4} {'in-NFE':>6} {'load':>5} {'match':>5} {'logprob':>7} {'jac t/it':>8} {'dec t/s':>7}"
+        f"{'pre':>4} {'in-NFE':>6} {'load':>5} {'match':>5} {'logprob':>7} {'repeat':>6} {'relev':>6} {'jac t/it':>8} {'dec t/s':>7}"
     )
     lines = [header, "-" * len(header)]
     for policy, s in summary.items():
@@ -246,6 +261,7 @@ def format_table(summary: dict) -> str:
             f"{fmt(s['ttfs_p50_s'], '>7.3f')}s {fmt(s['speedup_vs_baseline_p50'], '>6.2f')}x {fmt(s['nfe_tfs_p50'], '>7.1f')} "
             f"{fmt(s['precomputed_share'], '>4.0%')} {fmt(s['input_nfe_mean'], '>6.1f')} {fmt(s['llm_load'], '>5.2f')} "
             f"{fmt(s['first_sentence_match'], '>5.0%')} {fmt(s['first_sentence_logprob_mean'], '>7.3f')} "
+            f"{fmt(s['repeated_opening_share'], '>6.0%')} {fmt(s['relevance_mean'], '>6.3f')} "
             f"{fmt(s['jacobi_tokens_per_iteration'], '>8.2f')} {fmt(s['decode_tokens_per_s'], '>7.1f')}"
         )
     return "\n".join(lines)

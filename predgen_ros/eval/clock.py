@@ -16,6 +16,3 @@ class VirtualClock:
         now = self()
         if t > now:
             self._offset += t - now
-
-    def reset(self) -> None:
-        self._offset = -time.perf_counter()

@@ -21,9 +21,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..engine.params import ENGINE_PARAMS
 from ..nodes.bringup import Graph, GraphError
 from .bags import GRAPH_TOPICS, USER_TOPICS, BagError, BagMessage, read_bag, write_bag
 from .bench import TurnRecord, format_table, mark_matches, summarize, write_outputs
+from .conversation import score_answers
 
 REPLAYED = ("asr/partial", "asr/final", "asr/speech_end")
 
@@ -307,11 +309,23 @@ def run_eval(settings: EvalSettings, progress=None) -> tuple[list[TurnRecord], d
     finally:
         rclpy.try_shutdown()
     mark_matches(records)
+    score_answers(records, {m.qid: m.text for m in markers}, scoring_model(settings))
     summary = summarize(records, list(settings.policies))
     meta = {"bag": str(settings.bag), "questions": len(markers), "overrides": settings.overrides, "keep_history": settings.keep_history}
     write_outputs(settings.out, records, summary, meta, {}, extra=quality)
     (settings.out / "report.md").write_text(markdown_report(summary, quality, records, settings))
     return records, {**summary, **quality}
+
+
+def scoring_model(settings: EvalSettings):
+    """The graph's model, loaded here after the replay, to score relevance."""
+    from ..engine.lm import LanguageModel
+    from ..engine.models import load_pretrained
+    from ..engine.params import engine_config, read_params_file
+
+    params = {**read_params_file(settings.params_file), **settings.overrides}
+    _, model = engine_config({name: value for name, value in params.items() if name in ENGINE_PARAMS})
+    return LanguageModel(*load_pretrained(model.path, model.device, model.dtype))
 
 
 def markdown_report(summary: dict, quality: dict, records: list[TurnRecord], settings: EvalSettings) -> str:
@@ -327,6 +341,9 @@ def markdown_report(summary: dict, quality: dict, records: list[TurnRecord], set
         "",
         f"- ASR revision rate: {quality['revision_rate']:.1%} of partial updates change a word other than the last",
         f"- ASR word error rate of the finals against the question text: {quality['wer']:.1%}",
+        "- repeat: share of answers whose first six words repeat an earlier answer's in this run; relev: mean relevance "
+        "of each first sentence to its question (log-probability given the question alone minus given other questions "
+        "of the bag, see `eval/conversation.py`)",
         "",
         "```",
         format_table(summary),

@@ -1,0 +1,106 @@
+"""Judge-free measures of whether each answer fits its own question (DESIGN.md §9).
+
+In one conversation a policy can answer fast and still answer the wrong
+question: an early guess, made from the history more than from the user's
+first words, survives to the final.  Three measures catch it:
+
+  repeated opening   the answer's first six words repeat those of an earlier
+                     answer of the same policy in the same run;
+  differs            its first sentence is not the one baseline said;
+  relevance          mean token log-probability of the first sentence given
+                     its own question alone, minus the mean of the same given
+                     each of a few other questions of the set (no history):
+                     an answer to the question is more likely under it.
+"""
+from __future__ import annotations
+
+import re
+import statistics
+from typing import Iterable
+
+import torch
+
+from ..engine.lm import KVState
+
+OPENING_WORDS = 6
+RELEVANCE_CONTRASTS = 8  # other questions each answer is scored against (the next ones in the set)
+
+
+def opening(text: str) -> tuple[str, ...]:
+    """The first OPENING_WORDS words, lower case, without punctuation."""
+    return tuple(re.sub(r"[^\w\s']", " ", text.lower()).split()[:OPENING_WORDS])
+
+
+def mark_repeated_openings(records: Iterable) -> None:
+    """`repeats_opening` per answered record: whether an earlier answer of its policy
+    (in run order) began with the same words.  An empty answer repeats nothing."""
+    seen: dict[str, set[tuple[str, ...]]] = {}
+    for r in records:
+        if not r.answered:
+            continue
+        words = opening(r.first_sentence)
+        earlier = seen.setdefault(r.policy, set())
+        r.repeats_opening = bool(words) and words in earlier
+        if words:
+            earlier.add(words)
+
+
+def contrast_questions(qids: list[str], qid: str, count: int = RELEVANCE_CONTRASTS) -> list[str]:
+    """The `count` questions after `qid` in the set, wrapping around."""
+    i = qids.index(qid)
+    return [qids[(i + j) % len(qids)] for j in range(1, min(count, len(qids) - 1) + 1)]
+
+
+class RelevanceScorer:
+    """Scores first sentences against questions with the loaded model: each question's
+    prompt is run once, and every sentence scored under it reuses its KV cache."""
+
+    def __init__(self, lm, questions: dict[str, str]):
+        self.lm = lm
+        self.questions = questions
+
+    def logprobs_under(self, qid: str, sentences: set[str]) -> dict[str, float]:
+        """Mean token log-probability of each sentence given question `qid` alone."""
+        state = KVState(self.lm)
+        prompt = self.lm.prompt_ids(self.questions[qid])
+        state.append(prompt)
+        after_prompt = state.next_logits
+        scores = {}
+        for sentence in sentences:
+            ids = self.lm.encode_reply(sentence)
+            rows = torch.cat([after_prompt.unsqueeze(0), state.append(ids)[:-1]]).log_softmax(dim=-1)
+            scores[sentence] = float(rows[torch.arange(len(ids)), torch.tensor(ids, device=rows.device)].mean())
+            state.crop(len(prompt))
+        return scores
+
+    def score(self, answers: list[tuple[str, str]], progress=None) -> list[float | None]:
+        """Relevance of each (qid, first sentence): None for an empty sentence or a set
+        of one question (nothing to contrast)."""
+        qids = list(self.questions)
+        needed: dict[str, set[str]] = {}
+        for qid, sentence in answers:
+            if sentence.strip():
+                for other in [qid, *contrast_questions(qids, qid)]:
+                    needed.setdefault(other, set()).add(sentence)
+        logprob = {}
+        for qid, sentences in needed.items():
+            logprob.update({(qid, s): v for s, v in self.logprobs_under(qid, sentences).items()})
+            if progress:
+                progress()
+        return [self._relevance(logprob, qid, sentence) for qid, sentence in answers]
+
+    def _relevance(self, logprob: dict, qid: str, sentence: str) -> float | None:
+        others = contrast_questions(list(self.questions), qid)
+        if not sentence.strip() or not others:
+            return None
+        return logprob[qid, sentence] - statistics.fmean(logprob[other, sentence] for other in others)
+
+
+def score_answers(records: list, questions: dict[str, str], lm, progress=None) -> None:
+    """Repeated openings and relevance of every answered record (`questions`: text by qid,
+    in the order they were asked; `progress` is called once per question scored under)."""
+    mark_repeated_openings(records)
+    answered = [r for r in records if r.answered]
+    scores = RelevanceScorer(lm, questions).score([(r.qid, r.first_sentence) for r in answered], progress)
+    for r, score in zip(answered, scores):
+        r.relevance = score
