@@ -44,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--k", type=int, default=None, help="K of the top-K verifier (default 3)")
     bench.add_argument("--max-gap", type=float, default=None, help="top-K: a kept token lies at most this many nats below the most likely one")
     bench.add_argument("--exact-head", type=int, default=None, help="top-K: the reply's first N tokens must be the most likely one")
+    bench.add_argument("--copy-guard", action=argparse.BooleanOptionalAction, default=None,
+                       help="top-K: a runner-up token may not copy an earlier reply")
     bench.add_argument("--decoder", choices=DECODERS, default=None, help="ar (default) or jacobi")
     bench.add_argument("--jacobi-block", type=int, default=None, help="tokens per Jacobi iteration (default 8)")
     bench.add_argument("--endpoint-delay", type=float, default=None, help="seconds from the final transcript to the end of turn (default 0)")
@@ -118,7 +120,7 @@ def _bench_params(args: argparse.Namespace) -> dict:
 
     params = read_params_file(args.params) if args.params else {}
     given = {
-        "verifier.kind": args.verifier, "verifier.k": args.k, "verifier.max_gap": args.max_gap, "verifier.exact_head": args.exact_head,
+        "verifier.kind": args.verifier, "verifier.k": args.k, "verifier.max_gap": args.max_gap, "verifier.exact_head": args.exact_head, "verifier.copy_guard": args.copy_guard,
         "decoder.kind": args.decoder,
         "decoder.jacobi_block": args.jacobi_block, "endpoint_delay": args.endpoint_delay, "model.path": args.model, "model.device": args.device, "model.dtype": args.dtype,
     }
@@ -156,7 +158,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     summary = bench.summarize(records, policies)
     ties = {p: bench.near_tie_report(records, lm, p) for p in policies if p != "baseline"}
     meta = {
-        "questions": len(questions), "verifier": config.verifier, "k": config.top_k, "max_gap": config.max_gap, "exact_head": config.exact_head, "decoder": config.decoder,
+        "questions": len(questions), "verifier": config.verifier, "k": config.top_k, "max_gap": config.max_gap, "exact_head": config.exact_head, "copy_guard": config.copy_guard, "decoder": config.decoder,
         "jacobi_block": config.jacobi_block, "endpoint_delay_s": endpoint_delay, "chars_per_minute": args.chars_per_minute,
         "conversation": args.conversation, "history_tokens": config.history_tokens,
         "model": model_params.path or "smollm2-135m-instruct", "device": str(lm.device), "dtype": str(model.dtype),
@@ -177,7 +179,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def describe_verifier(config) -> str:
     if config.verifier == "exact":
         return "exact"
-    return f"topk K={config.top_k} max-gap={config.max_gap:g} exact-head={config.exact_head}"
+    return f"topk K={config.top_k} max-gap={config.max_gap:g} exact-head={config.exact_head} copy-guard={config.copy_guard}"
 
 
 def cmd_bringup(args: argparse.Namespace) -> int:

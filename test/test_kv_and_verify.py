@@ -6,7 +6,7 @@ import torch
 from transformers import DynamicCache
 
 from predgen_ros.engine.lm import KVState
-from predgen_ros.engine.verify import accepted_length, verify_candidate
+from predgen_ros.engine.verify import accepted_length, copied_positions, reply_ngrams, verify_candidate
 
 
 def fresh_kv(lm, tokens):
@@ -87,3 +87,14 @@ def test_a_runner_up_far_below_the_top_token_is_rejected_by_the_gap():
     assert accepted_length(logits, candidate, top_k=2, max_gap=3.0) == 3
     assert accepted_length(logits, candidate, top_k=1, max_gap=3.0) == 0  # exact stays exact
 
+
+
+def test_a_runner_up_that_copies_an_earlier_reply_is_rejected():
+    earlier = reply_ngrams([[7, 2, 2, 2, 9]], n=4)
+    assert copied_positions([5, 2, 2, 2, 9, 1], earlier, n=4) == [False, True, True, True, True, False]
+    logits = torch.tensor([[0.0, 5.0, 4.5]] * 6)  # token 1 the top, token 2 a close runner-up everywhere
+    copy = [1, 2, 2, 2, 0, 1]
+    history = reply_ngrams([[1, 2, 2, 2]])        # the reply's first four tokens are an earlier reply's
+    assert accepted_length(logits, copy, top_k=2) == 4   # token 0 is outside the top 2
+    assert accepted_length(logits, copy, top_k=2, history=history) == 1  # the copied runner-ups go; the top token stays
+    assert accepted_length(logits[:4], [1, 2, 1, 2], top_k=2, history=history) == 4  # no copy: runner-ups pass

@@ -27,14 +27,13 @@ heard in between).
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass, field
 from typing import Callable
 
 from .decode import ar_step, greedy_next, jacobi_step, ngram_draft
 from .lm import KVState, LanguageModel
 from .sentences import SentenceRules, split_first_sentence
-from .verify import verify_candidate
+from .verify import reply_ngrams, verify_candidate
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +55,10 @@ class EngineConfig:
     policy: str = "predgen"
     verifier: str = "topk"
     top_k: int = 3
-    max_gap: float = math.inf      # top-K: nats a kept token may lie below the most likely one
-    exact_head: int = 0            # top-K: the reply's first tokens must be the most likely one
+    # Rank alone lets an early guess answer a later question (README, "How it works"):
+    max_gap: float = 1.0           # top-K: nats a kept runner-up may lie below the most likely token (inf: the paper)
+    exact_head: int = 1            # top-K: the reply's first tokens must be the most likely one
+    copy_guard: bool = True        # top-K: a runner-up token may not copy an earlier reply
     decoder: str = "ar"
     jacobi_block: int = 8          # tokens per Jacobi iteration (1 exact + guesses)
     margin_tokens: int = 2         # speculate this far past the first sentence
@@ -240,6 +241,8 @@ class Session:
         self._analysis: tuple[int, tuple[str, int] | None] | None = None  # (cache version, first sentence)
         self._ids_memo: tuple[int, int, list[int]] | None = None           # (cache version, end, its tokens)
         self._version = 0        # bumped by every change of the cache
+        replies = [self.lm.encode_reply(reply) for _, reply in self.history] if self.config.copy_guard else []
+        self._history_ngrams = reply_ngrams(replies)  # what a runner-up token may not copy
 
     def _finish_turn(self) -> None:
         if self._committed and not self._done:  # interrupted: keep what was said
@@ -282,7 +285,7 @@ class Session:
         if self.config.policy == "predgen" and self._synced_prompt:
             candidate = self._reply_ids + self._pending()
             kept = verify_candidate(self.state, self._prompt, candidate, self.config.accept_k,
-                                    self.config.max_gap, self.config.exact_head)
+                                    self.config.max_gap, self.config.exact_head, self._history_ngrams)
             self._draft = candidate[kept + 1:]  # the rejected tail seeds the next Jacobi block
             if self.turn.t_final is not None:
                 self.turn.final_accepted, self.turn.final_candidate = kept, len(candidate)

@@ -13,18 +13,37 @@ import torch
 from .lm import KVState
 
 
+COPY_NGRAM = 4  # tokens: a run this long that also occurs in an earlier reply copies it
+
+
+def reply_ngrams(replies: list[list[int]], n: int = COPY_NGRAM) -> frozenset[tuple[int, ...]]:
+    """Every run of n tokens in the earlier replies of the conversation."""
+    return frozenset(tuple(ids[i : i + n]) for ids in replies for i in range(len(ids) - n + 1))
+
+
+def copied_positions(candidate: list[int], ngrams: frozenset[tuple[int, ...]], n: int = COPY_NGRAM) -> list[bool]:
+    """Per candidate token: whether it lies in a run of n tokens found in `ngrams`."""
+    copied = [False] * len(candidate)
+    for start in range(len(candidate) - n + 1):
+        if tuple(candidate[start : start + n]) in ngrams:
+            copied[start : start + n] = [True] * n
+    return copied
+
+
 def accepted_length(logits: torch.Tensor, candidate: list[int], top_k: int, max_gap: float = math.inf,
-                    exact_head: int = 0) -> int:
+                    exact_head: int = 0, history: frozenset[tuple[int, ...]] = frozenset()) -> int:
     """How many leading candidate tokens pass: logits[j] predicts candidate[j].
 
     top_k == 1 is the exact verifier (token == argmax, lossless).  top_k > 1
     also accepts a runner-up: a token among the K most likely, within `max_gap`
     nats of the most likely token's log-probability, past the first
-    `exact_head` tokens.  Rank alone is not enough (README, "How it works"): a
-    guess made from the user's first words (and the history) stays in the top
-    K under the complete question while far less likely than the model's own
-    answer; and the opening decides what the reply is about: after a runner-up
-    opening the model copies an earlier reply, every copied token its top choice.
+    `exact_head` tokens, and not part of a copy of an earlier reply (`history`:
+    its n-grams).  Rank alone is not enough (README, "How it works"): a guess
+    made from the user's first words (and the history) stays in the top K under
+    the complete question while far less likely than the model's own answer;
+    and a runner-up that starts a copy of an earlier reply is the way into a
+    loop: once the copy is in the history, the model's own top choice under the
+    next question is the same copy.
     """
     if not candidate:
         return 0
@@ -36,13 +55,15 @@ def accepted_length(logits: torch.Tensor, candidate: list[int], top_k: int, max_
             gap = logits.max(dim=-1).values - logits.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # = log-prob gap
             runner_up &= gap <= max_gap
         runner_up[:exact_head] = False
+        if history:
+            runner_up &= ~torch.tensor(copied_positions(candidate, history), device=logits.device)
         ok |= runner_up
     rejected = (~ok).nonzero()
     return int(rejected[0, 0]) if len(rejected) else len(candidate)
 
 
 def verify_candidate(state: KVState, prompt: list[int], candidate: list[int], top_k: int, max_gap: float = math.inf,
-                     exact_head: int = 0) -> int:
+                     exact_head: int = 0, history: frozenset[tuple[int, ...]] = frozenset()) -> int:
     """Re-condition `candidate` on `prompt` in one pass; keep the accepted prefix.
 
     Afterwards the cache holds exactly prompt + candidate[:k] and
@@ -52,7 +73,7 @@ def verify_candidate(state: KVState, prompt: list[int], candidate: list[int], to
     suffix = prompt[keep:]
     logits = state.append(suffix + candidate)
     first = len(suffix) - 1  # row predicting candidate[0]
-    k = accepted_length(logits[first : first + len(candidate)], candidate, top_k, max_gap, exact_head)
+    k = accepted_length(logits[first : first + len(candidate)], candidate, top_k, max_gap, exact_head, history)
     if k < len(candidate):
         state.crop(len(prompt) + k)
         state.next_logits = logits[first + k]

@@ -1,0 +1,101 @@
+"""In one conversation, every answer must be about the question that was asked.
+
+The questions all start with "Tell me": on those first words the model's guess
+comes from the history, not from the question.  Top-K verification without an
+exact head kept such a guess alive (the capital of France became "the capital of
+the United States", rainbows and the blue sky got the computer joke's sentence).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from types import SimpleNamespace
+
+from predgen_ros.engine.session import EngineConfig, Session
+from predgen_ros.eval.conversation import RelevanceScorer, contrast_questions, mark_repeated_openings, opening
+from predgen_ros.eval.questions import speak
+
+TELL_ME = [
+    "Tell me a fun fact about octopuses.",
+    "Tell me how to boil an egg.",
+    "Tell me what the capital of France is.",
+    "Tell me a joke about computers.",
+    "Tell me how rainbows form.",
+    "Tell me why the sky is blue.",
+]
+PASS_S = 0.07      # every forward pass costs the same virtual time: the outcome cannot depend on this machine's speed
+QUESTION_GAP_S = 2.0
+
+
+class PassClock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def converse(lm, config: EngineConfig, questions: list[str], chars_per_second: float = 10.0) -> list[str]:
+    """Ask the questions in one session, history kept; the first sentence of each answer."""
+    clock = PassClock()
+    session = Session(lm, config, clock)
+
+    def step() -> list[str]:
+        emissions = session.step()
+        clock.t += PASS_S
+        return [text for kind, text in emissions if kind == "commit"]
+
+    answers = []
+    for question in questions:
+        events, _ = speak(question, chars_per_second)
+        start = clock.t + QUESTION_GAP_S
+        committed: list[str] = []
+        for event in (replace(e, t=start + e.t) for e in events):
+            while session.has_work() and clock.t + PASS_S <= event.t:  # speculate while the user speaks
+                committed += step()
+            clock.t = max(clock.t, event.t)
+            if event.kind == "partial":
+                session.partial(event.text, event.t)
+            elif event.kind == "final":
+                session.final(event.text, event.t)
+            else:
+                session.end_of_turn(event.t)
+        while not committed:
+            committed += step()
+        answers.append(committed[0])
+    return answers
+
+
+def test_predgen_answers_each_question_of_a_conversation_on_its_topic(smollm):
+    config = EngineConfig(policy="predgen", max_new_tokens=0)  # the default verifier
+    answers = converse(smollm, config, TELL_ME)
+    scorer = RelevanceScorer(smollm, {str(i): q for i, q in enumerate(TELL_ME)})
+    relevance = scorer.score([(str(i), a) for i, a in enumerate(answers)])
+    report = "\n".join(f"{r:+.2f}  {q} -> {a}" for q, a, r in zip(TELL_ME, answers, relevance))
+    print(report)
+    assert all(r is not None and r > 0 for r in relevance), f"an answer is more likely under other questions than under its own:\n{report}"
+    records = [SimpleNamespace(policy="predgen", answered=True, first_sentence=a) for a in answers]
+    mark_repeated_openings(records)
+    assert not any(r.repeats_opening for r in records), f"an answer repeats an earlier opening:\n{report}"
+
+
+def test_openings_compare_the_first_six_words_without_case_or_punctuation():
+    assert opening("Sure! Here's a fun fact about octopuses: they have three hearts.") == (
+        "sure", "here's", "a", "fun", "fact", "about")
+    records = [SimpleNamespace(policy=p, answered=a, first_sentence=s) for p, a, s in [
+        ("predgen", True, "The sky is blue, because of scattering."),
+        ("baseline", True, "the sky is blue because of light"),   # another policy: not a repeat
+        ("predgen", True, "The sky is blue because of dust."),   # same first six words
+        ("predgen", False, "The sky is blue because of x"),      # unanswered: not judged
+        ("predgen", True, ""),                                    # empty: repeats nothing
+        ("predgen", True, ""),
+    ]]
+    mark_repeated_openings(records)
+    assert [getattr(r, "repeats_opening", None) for r in records] == [False, False, True, None, False, False]
+
+
+def test_each_answer_is_contrasted_with_the_next_questions_of_the_set():
+    qids = [str(i) for i in range(10)]
+    assert contrast_questions(qids, "8", 3) == ["9", "0", "1"]
+    assert contrast_questions(qids, "0") == [str(i) for i in range(1, 9)]
+    assert contrast_questions(["a", "b"], "a") == ["b"]
+    assert contrast_questions(["a"], "a") == []
