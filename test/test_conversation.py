@@ -1,9 +1,11 @@
 """In one conversation, every answer must be about the question that was asked.
 
 The questions all start with "Tell me": on those first words the model's guess
-comes from the history, not from the question.  Top-K verification without an
-exact head kept such a guess alive (the capital of France became "the capital of
-the United States", rainbows and the blue sky got the computer joke's sentence).
+comes from the history, not from the question.  The paper's top-3 rule kept
+such guesses alive (commit 9a0cc46: the capital of France became "the capital
+of the United States", rainbows and the blue sky got the computer joke's
+answer); the default verifier's guards must not.  A fixed cost per forward
+pass makes the outcome the same on every machine.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 from predgen_ros.engine.session import EngineConfig, Session
+from predgen_ros.eval.bench import deliver
 from predgen_ros.eval.conversation import RelevanceScorer, contrast_questions, mark_repeated_openings, opening
 from predgen_ros.eval.questions import speak
 
@@ -22,7 +25,7 @@ TELL_ME = [
     "Tell me how rainbows form.",
     "Tell me why the sky is blue.",
 ]
-PASS_S = 0.07      # every forward pass costs the same virtual time: the outcome cannot depend on this machine's speed
+PASS_S = 0.07      # virtual seconds per forward pass (about this CPU's decoding speed)
 QUESTION_GAP_S = 2.0
 
 
@@ -53,12 +56,7 @@ def converse(lm, config: EngineConfig, questions: list[str], chars_per_second: f
             while session.has_work() and clock.t + PASS_S <= event.t:  # speculate while the user speaks
                 committed += step()
             clock.t = max(clock.t, event.t)
-            if event.kind == "partial":
-                session.partial(event.text, event.t)
-            elif event.kind == "final":
-                session.final(event.text, event.t)
-            else:
-                session.end_of_turn(event.t)
+            deliver(session, event)
         while not committed:
             committed += step()
         answers.append(committed[0])
