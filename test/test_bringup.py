@@ -67,5 +67,7 @@ def test_ctrl_c_stops_every_node_cleanly():
         assert "Traceback" not in output
         assert not [pid for pid in children if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
     finally:
-        if proc.poll() is None:
+        if proc.poll() is None:  # a failed shutdown must not leave nodes talking to the next tests
+            for child in psutil.Process(proc.pid).children(recursive=True):
+                child.kill()
             proc.kill()
