@@ -15,8 +15,10 @@ from predgen_ros.nodes.bringup import default_params_file, node_command, node_fo
 
 
 def start_bringup(*args):
+    # as from a shell: Ctrl-C's default action, whatever an earlier test left in this process
     return subprocess.Popen([sys.executable, "-m", "predgen_ros.cli", "bringup", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def node_pids(proc):
