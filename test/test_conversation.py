@@ -4,13 +4,15 @@ The questions all start with "Tell me": on those first words the model's guess
 comes from the history, not from the question.  The paper's top-3 rule kept
 such guesses alive (commit 9a0cc46: the capital of France became "the capital
 of the United States", rainbows and the blue sky got the computer joke's
-answer); the default verifier's guards must not.  A fixed cost per forward
+answer); neither the default (exact) verifier nor top-3 with its guards may.  A fixed cost per forward
 pass makes the outcome the same on every machine.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 from types import SimpleNamespace
+
+import pytest
 
 from predgen_ros.engine.session import EngineConfig, Session
 from predgen_ros.eval.bench import deliver
@@ -63,8 +65,9 @@ def converse(lm, config: EngineConfig, questions: list[str], chars_per_second: f
     return answers
 
 
-def test_predgen_answers_each_question_of_a_conversation_on_its_topic(smollm):
-    config = EngineConfig(policy="predgen", max_new_tokens=0)  # the default verifier
+@pytest.mark.parametrize("verifier", ["exact", "topk"])  # the default, and top-3 with its guards
+def test_predgen_answers_each_question_of_a_conversation_on_its_topic(smollm, verifier):
+    config = EngineConfig(policy="predgen", max_new_tokens=0, verifier=verifier)
     answers = converse(smollm, config, TELL_ME)
     scorer = RelevanceScorer(smollm, {str(i): q for i, q in enumerate(TELL_ME)})
     relevance = scorer.score([(str(i), a) for i, a in enumerate(answers)])

@@ -2,10 +2,12 @@
 accept exactly what their rule allows."""
 import random
 
+import pytest
 import torch
 from transformers import DynamicCache
 
 from predgen_ros.engine.lm import KVState
+from predgen_ros.engine.session import EngineConfig
 from predgen_ros.engine.verify import accepted_length, copied_positions, reply_ngrams, verify_candidate
 
 
@@ -67,6 +69,28 @@ def test_topk_never_accepts_a_token_outside_the_top_k():
             assert candidate[j] in logits[j].topk(k).indices.tolist()
         if n < len(candidate):
             assert candidate[n] not in logits[n].topk(k).indices.tolist()
+
+
+@pytest.mark.parametrize("verifier, setting", [("margin", {"margin": 0.3}), ("margin", {"margin": 2.0}),
+                                               ("minp", {"min_p": 0.5}), ("minp", {"min_p": 0.1})])
+def test_margin_and_floor_verifiers_never_accept_a_token_outside_their_rule(verifier, setting):
+    config = EngineConfig(verifier=verifier, **setting)
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(200):
+        logits = torch.randn(10, 50, generator=gen) * 2
+        probs = logits.softmax(dim=-1)
+        # candidates of near-top tokens (the 4 most likely), so the rule decides, not chance
+        candidate = [int(row.topk(4).indices[int(torch.randint(0, 4, (1,), generator=gen))]) for row in logits]
+        n = accepted_length(logits, candidate, config.accept_k, config.accept_gap)
+
+        def allowed(j):
+            if verifier == "margin":
+                return float(logits[j].log_softmax(-1).max() - logits[j].log_softmax(-1)[candidate[j]]) <= setting["margin"] + 1e-6
+            return float(probs[j, candidate[j]]) >= setting["min_p"] * float(probs[j].max()) - 1e-6
+
+        assert all(allowed(j) for j in range(n))
+        if n < len(candidate):
+            assert not allowed(n)
 
 
 def test_an_exact_head_rejects_a_runner_up_opening_that_top_k_would_keep():

@@ -140,7 +140,8 @@ def test_history_is_used_on_the_next_turn(tiny_lm, make_session):
 
 
 @pytest.mark.parametrize("field, value", [("policy", "fastest"), ("verifier", "fuzzy"), ("decoder", "beam"), ("top_k", 0),
-                                          ("max_gap", 0.0), ("max_gap", float("nan")), ("exact_head", -1)])
+                                          ("max_gap", 0.0), ("max_gap", float("nan")), ("exact_head", -1),
+                                          ("history_tokens", -1), ("margin", 0.0), ("min_p", 0.0), ("min_p", 1.5)])
 def test_bad_settings_are_named(field, value):
     with pytest.raises(ConfigError, match=field):
         EngineConfig(**{field: value})

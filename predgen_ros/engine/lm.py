@@ -138,13 +138,16 @@ class LanguageModel:
         first = len(prefix) - 1
         return out.logits[0, first : first + len(continuation)].float()
 
-    def mean_logprob(self, prefix: list[int], continuation: list[int]) -> float:
-        """Mean log-probability of `continuation`'s tokens given `prefix`."""
+    def continuation_scores(self, prefix: list[int], continuation: list[int]) -> tuple[float, float]:
+        """Mean log-probability of `continuation`'s tokens given `prefix`, and the share
+        of them that were not the model's most likely token there."""
         if not continuation:
-            return float("nan")
+            return float("nan"), float("nan")
         logprobs = self.token_logits(prefix, continuation).log_softmax(dim=-1)
-        picked = logprobs[torch.arange(len(continuation)), torch.tensor(continuation, device=self.device)]
-        return float(picked.mean())
+        target = torch.tensor(continuation, device=self.device)
+        picked = logprobs[torch.arange(len(continuation)), target]
+        not_top = (logprobs.argmax(dim=-1) != target).float()
+        return float(picked.mean()), float(not_top.mean())
 
 
 @dataclass

@@ -27,6 +27,7 @@ heard in between).
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -38,7 +39,7 @@ from .verify import reply_ngrams, verify_candidate
 log = logging.getLogger(__name__)
 
 POLICIES = ("baseline", "preemptive", "predgen")
-VERIFIERS = ("exact", "topk")
+VERIFIERS = ("exact", "topk", "margin", "minp")
 DECODERS = ("ar", "jacobi")
 # A copy of the finalized utterance arrives within this many seconds of its final
 # (DDS delivers the topics of one publisher milliseconds apart); the user cannot
@@ -53,12 +54,14 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class EngineConfig:
     policy: str = "predgen"
-    verifier: str = "topk"
+    verifier: str = "exact"        # lossless; in a conversation still several times faster (README)
     top_k: int = 3
     # Rank alone lets an early guess answer a later question (README, "How it works"):
     max_gap: float = 1.0           # top-K: nats a kept runner-up may lie below the most likely token (inf: the paper)
-    exact_head: int = 1            # top-K: the reply's first tokens must be the most likely one
-    copy_guard: bool = True        # top-K: a runner-up token may not copy an earlier reply
+    exact_head: int = 1            # all but exact: the reply's first tokens must be the most likely one
+    copy_guard: bool = True        # all but exact: a runner-up token may not copy an earlier reply
+    margin: float = 0.25           # margin: nats a kept token may lie below the most likely token, any rank
+    min_p: float = 0.5             # minp: a kept token has at least this share of the top token's probability
     decoder: str = "ar"
     jacobi_block: int = 8          # tokens per Jacobi iteration (1 exact + guesses)
     margin_tokens: int = 2         # speculate this far past the first sentence
@@ -78,14 +81,26 @@ class EngineConfig:
             raise ConfigError(f"top_k must be >= 1, got {self.top_k}")
         if not self.max_gap > 0:
             raise ConfigError(f"max_gap must be > 0 nats, got {self.max_gap}")
+        if not self.margin > 0:
+            raise ConfigError(f"margin must be > 0 nats, got {self.margin}")
+        if not 0 < self.min_p <= 1:
+            raise ConfigError(f"min_p must lie in (0, 1], got {self.min_p}")
         if self.exact_head < 0:
             raise ConfigError(f"exact_head must be >= 0, got {self.exact_head}")
         if self.jacobi_block < 1:
             raise ConfigError(f"jacobi_block must be >= 1, got {self.jacobi_block}")
+        if self.history_tokens < 0:
+            raise ConfigError(f"history_tokens must be >= 0 (0 keeps no history), got {self.history_tokens}")
 
     @property
-    def accept_k(self) -> int:
-        return 1 if self.verifier == "exact" else self.top_k
+    def accept_k(self) -> int | None:
+        """The verifier's rank limit; None: any rank (margin and min-p limit the gap only)."""
+        return {"exact": 1, "topk": self.top_k}.get(self.verifier)
+
+    @property
+    def accept_gap(self) -> float:
+        """Nats a kept runner-up may lie below the top token (min-p's floor p is a gap of -ln p)."""
+        return {"exact": 0.0, "topk": self.max_gap, "margin": self.margin, "minp": -math.log(self.min_p)}[self.verifier]
 
 
 @dataclass
@@ -196,9 +211,12 @@ class Session:
         self.turn.t_end_of_turn = t
         self._set_target(self.turn.user_text)
 
-    def reset(self) -> None:
-        """Forget the history (the KV cache is kept: it is cropped on demand)."""
+    def reset(self, history: list[tuple[str, str]] = ()) -> None:
+        """Forget the history, or start from `history` ((user, reply) turns of a dialogue
+        held elsewhere); the KV cache is kept: it is cropped on demand."""
         self.history.clear()
+        for user_text, reply in history:
+            self._remember(user_text, reply)
         self._start_turn()
 
     def abandon_turn(self) -> None:
@@ -285,7 +303,7 @@ class Session:
         if self.config.policy == "predgen" and self._synced_prompt:
             candidate = self._reply_ids + self._pending()
             kept = verify_candidate(self.state, self._prompt, candidate, self.config.accept_k,
-                                    self.config.max_gap, self.config.exact_head, self._history_ngrams)
+                                    self.config.accept_gap, self.config.exact_head, self._history_ngrams)
             self._draft = candidate[kept + 1:]  # the rejected tail seeds the next Jacobi block
             if self.turn.t_final is not None:
                 self.turn.final_accepted, self.turn.final_candidate = kept, len(candidate)

@@ -30,12 +30,13 @@ def copied_positions(candidate: list[int], ngrams: frozenset[tuple[int, ...]], n
     return copied
 
 
-def accepted_length(logits: torch.Tensor, candidate: list[int], top_k: int, max_gap: float = math.inf,
+def accepted_length(logits: torch.Tensor, candidate: list[int], top_k: int | None, max_gap: float = math.inf,
                     exact_head: int = 0, history: frozenset[tuple[int, ...]] = frozenset()) -> int:
     """How many leading candidate tokens pass: logits[j] predicts candidate[j].
 
-    top_k == 1 is the exact verifier (token == argmax, lossless).  top_k > 1
-    also accepts a runner-up: a token among the K most likely, within `max_gap`
+    top_k == 1 is the exact verifier (token == argmax, lossless).  Otherwise a
+    runner-up is accepted too: a token among the K most likely (any rank when
+    top_k is None: the margin and min-p verifiers), within `max_gap`
     nats of the most likely token's log-probability, past the first
     `exact_head` tokens, and not part of a copy of an earlier reply (`history`:
     its n-grams).  Rank alone is not enough (README, "How it works"): a guess
@@ -49,8 +50,10 @@ def accepted_length(logits: torch.Tensor, candidate: list[int], top_k: int, max_
         return 0
     target = torch.tensor(candidate, device=logits.device)
     ok = logits.argmax(dim=-1) == target
-    if top_k > 1:
-        runner_up = (logits.topk(top_k, dim=-1).indices == target.unsqueeze(-1)).any(dim=-1)
+    if top_k is None or top_k > 1:
+        runner_up = torch.ones_like(ok)
+        if top_k is not None:
+            runner_up &= (logits.topk(top_k, dim=-1).indices == target.unsqueeze(-1)).any(dim=-1)
         if math.isfinite(max_gap):
             gap = logits.max(dim=-1).values - logits.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # = log-prob gap
             runner_up &= gap <= max_gap
@@ -62,7 +65,7 @@ def accepted_length(logits: torch.Tensor, candidate: list[int], top_k: int, max_
     return int(rejected[0, 0]) if len(rejected) else len(candidate)
 
 
-def verify_candidate(state: KVState, prompt: list[int], candidate: list[int], top_k: int, max_gap: float = math.inf,
+def verify_candidate(state: KVState, prompt: list[int], candidate: list[int], top_k: int | None, max_gap: float = math.inf,
                      exact_head: int = 0, history: frozenset[tuple[int, ...]] = frozenset()) -> int:
     """Re-condition `candidate` on `prompt` in one pass; keep the accepted prefix.
 
