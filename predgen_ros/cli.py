@@ -38,14 +38,19 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="side-by-side latency benchmark of the policies on MT-Bench (virtual clock)")
     bench.add_argument("--questions", type=Path, default=None, help="MT-Bench .jsonl or a text file, one question a line (default: MT-Bench turn 1)")
     bench.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    bench.add_argument("--turn", type=int, choices=(1, 2), default=1,
+                       help="MT-Bench turn; 2 asks each follow-up after turn 1 and the model's own reply to it (default 1)")
     bench.add_argument("--policies", type=_policy_list, default=list(POLICIES), help="comma-separated, from baseline,preemptive,predgen")
     bench.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file whose predgen_node section sets the defaults (e.g. config/predgen.yaml)")
-    bench.add_argument("--verifier", choices=VERIFIERS, default=None, help="topk (default, the paper's setting) or exact (lossless)")
+    bench.add_argument("--verifier", choices=VERIFIERS, default=None,
+                       help="exact (default, lossless), topk (the paper's setting), margin or minp")
     bench.add_argument("--k", type=int, default=None, help="K of the top-K verifier (default 3)")
     bench.add_argument("--max-gap", type=float, default=None, help="top-K: a kept token lies at most this many nats below the most likely one")
-    bench.add_argument("--exact-head", type=int, default=None, help="top-K: the reply's first N tokens must be the most likely one")
+    bench.add_argument("--margin", type=float, default=None, help="margin: a kept token lies at most this many nats below the top one (default 0.25)")
+    bench.add_argument("--min-p", type=float, default=None, help="minp: a kept token has at least this share of the top token's probability (default 0.5)")
+    bench.add_argument("--exact-head", type=int, default=None, help="all but exact: the reply's first N tokens must be the most likely one")
     bench.add_argument("--copy-guard", action=argparse.BooleanOptionalAction, default=None,
-                       help="top-K: a runner-up token may not copy an earlier reply")
+                       help="all but exact: a runner-up token may not copy an earlier reply")
     bench.add_argument("--decoder", choices=DECODERS, default=None, help="ar (default) or jacobi")
     bench.add_argument("--jacobi-block", type=int, default=None, help="tokens per Jacobi iteration (default 8)")
     bench.add_argument("--endpoint-delay", type=float, default=None, help="seconds from the final transcript to the end of turn (default 0)")
@@ -53,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--max-new-tokens", type=int, default=0, help="reply length; 0 (default) stops after the first sentence")
     bench.add_argument("--conversation", action="store_true",
                        help="ask the questions in one conversation, history kept (default: independent questions, history reset)")
+    bench.add_argument("--history-tokens", type=int, default=None,
+                       help="history kept in the prompt, in tokens (default 1024)")
     bench.add_argument("--out", type=Path, default=None, help="write summary.json, turns.csv and latency.png here")
     _add_model_options(bench)
 
@@ -120,8 +127,9 @@ def _bench_params(args: argparse.Namespace) -> dict:
 
     params = read_params_file(args.params) if args.params else {}
     given = {
-        "verifier.kind": args.verifier, "verifier.k": args.k, "verifier.max_gap": args.max_gap, "verifier.exact_head": args.exact_head, "verifier.copy_guard": args.copy_guard,
-        "decoder.kind": args.decoder,
+        "verifier.kind": args.verifier, "verifier.k": args.k, "verifier.max_gap": args.max_gap, "verifier.margin": args.margin, "verifier.min_p": args.min_p,
+        "verifier.exact_head": args.exact_head, "verifier.copy_guard": args.copy_guard,
+        "decoder.kind": args.decoder, "generation.history_tokens": args.history_tokens,
         "decoder.jacobi_block": args.jacobi_block, "endpoint_delay": args.endpoint_delay, "model.path": args.model, "model.device": args.device, "model.dtype": args.dtype,
     }
     params.update({name: value for name, value in given.items() if value is not None})
@@ -142,7 +150,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     if args.limit is not None and args.limit < 1:
         raise ConfigError(f"--limit must be >= 1, got {args.limit}")
-    questions = load_questions(args.questions, args.limit)
+    if args.turn > 1 and args.conversation:
+        raise ConfigError("--turn 2 asks each follow-up after its own turn 1; it cannot be combined with --conversation")
+    questions = load_questions(args.questions, args.limit, args.turn)
     params = _bench_params(args)
     config, model_params = engine_config(params)
     endpoint_delay = float(params.get("endpoint_delay", 0.0))
@@ -156,30 +166,34 @@ def cmd_bench(args: argparse.Namespace) -> int:
     with tqdm(total=len(questions), desc="relevance", unit="question") as bar:
         score_answers(records, {q.qid: q.text for q in questions}, lm, progress=bar.update)
     summary = bench.summarize(records, policies)
+    by_duration = bench.summarize_by_duration(records, policies)
     ties = {p: bench.near_tie_report(records, lm, p) for p in policies if p != "baseline"}
     meta = {
-        "questions": len(questions), "verifier": config.verifier, "k": config.top_k, "max_gap": config.max_gap, "exact_head": config.exact_head, "copy_guard": config.copy_guard, "decoder": config.decoder,
+        "questions": len(questions), "verifier": config.verifier, "k": config.top_k, "max_gap": config.max_gap, "margin": config.margin, "min_p": config.min_p, "exact_head": config.exact_head, "copy_guard": config.copy_guard, "decoder": config.decoder,
         "jacobi_block": config.jacobi_block, "endpoint_delay_s": endpoint_delay, "chars_per_minute": args.chars_per_minute,
-        "conversation": args.conversation, "history_tokens": config.history_tokens,
+        "conversation": args.conversation, "history_tokens": config.history_tokens, "turn": args.turn,
         "model": model_params.path or "smollm2-135m-instruct", "device": str(lm.device), "dtype": str(model.dtype),
     }
-    print(f"\n{len(questions)} questions{' in one conversation' if args.conversation else ''}, verifier={describe_verifier(config)}, "
+    conversation = f" in one conversation (history {config.history_tokens} tokens)" if args.conversation else ""
+    turn = f" (MT-Bench turn {args.turn}, after turn 1 and the model's reply)" if args.turn > 1 else ""
+    print(f"\n{len(questions)} questions{turn}{conversation}, verifier={describe_verifier(config)}, "
           f"decoder={config.decoder}, endpoint delay={endpoint_delay}s, device={lm.device}")
     print(bench.format_table(summary))
+    print(bench.format_duration_table(by_duration))
     for policy, rows in ties.items() if config.verifier == "exact" else ():  # top-K differs by design
         for row in rows:
             gap = f"logit gap {row['logit_gap']:.4f} ({row['tokens'][0]!r} vs baseline {row['tokens'][1]!r})" if "logit_gap" in row else "length differs"
             print(f"  {policy} q{row['qid']}: first sentence differs at token {row['position']}: {gap}")
     if args.out:
-        bench.write_outputs(args.out, records, summary, meta, ties)
+        bench.write_outputs(args.out, records, summary, meta, ties, extra={"_by_duration": by_duration})
         print(f"wrote {args.out}/summary.json, turns.csv, latency.png")
     return 0
 
 
 def describe_verifier(config) -> str:
-    if config.verifier == "exact":
-        return "exact"
-    return f"topk K={config.top_k} max-gap={config.max_gap:g} exact-head={config.exact_head} copy-guard={config.copy_guard}"
+    rule = {"exact": "exact", "topk": f"topk K={config.top_k} max-gap={config.max_gap:g}",
+            "margin": f"margin {config.margin:g} nats", "minp": f"minp p={config.min_p:g}"}[config.verifier]
+    return rule if config.verifier == "exact" else f"{rule} exact-head={config.exact_head} copy-guard={config.copy_guard}"
 
 
 def cmd_bringup(args: argparse.Namespace) -> int:
@@ -277,7 +291,7 @@ def cmd_bag_info(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from .eval.bench import format_table
+    from .eval.bench import format_duration_table, format_table
     from .eval.replay import EvalSettings, load_replay, run_eval
     from .nodes.bringup import default_params_file
 
@@ -297,6 +311,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         records, summary = run_eval(settings, progress=lambda policy: (bar.set_postfix_str(policy), bar.update()))
     print(f"\nASR revision rate {summary['revision_rate']:.1%}, word error rate {summary['wer']:.1%}")
     print(format_table({p: summary[p] for p in args.policies}))
+    print(format_duration_table(summary["_by_duration"]))
     print(f"wrote {args.out}/report.md, summary.json, turns.csv, latency.png, recorded_<policy>/")
     unanswered = [r for r in records if not r.answered]
     for r in unanswered:

@@ -1,7 +1,6 @@
 """`predgen-ros bringup`: three processes, prefixed logs, stopped together."""
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys

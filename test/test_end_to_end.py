@@ -8,6 +8,7 @@ from predgen_ros.cli import main
 SUMMARY_KEYS = {
     "audio_latency_p50_s", "audio_latency_p90_s", "audio_latency_mean_s", "ttfs_p50_s", "speedup_vs_baseline_p50",
     "first_sentence_match", "first_sentence_logprob_mean", "nfe_tfs_p50", "input_nfe_mean", "llm_load", "turns",
+    "rouge_l_mean", "logprob_gap_to_baseline", "not_top_share",
 }
 
 
@@ -23,6 +24,9 @@ def test_bench_on_two_questions_with_real_model_and_voice(tmp_path, capsys):
     # exact verification is lossless: the same first sentences as baseline
     assert summary["predgen"]["first_sentence_match"] == 1.0
     assert summary["preemptive"]["first_sentence_match"] == 1.0
+    assert summary["predgen"]["rouge_l_mean"] == 1.0 and abs(summary["predgen"]["logprob_gap_to_baseline"]) < 1e-4
+    assert summary["baseline"]["not_top_share"] < 0.05  # greedy: the most likely token (up to float ties)
+    assert "turns: baseline" in table  # a line per speech-duration bucket
 
     with open(tmp_path / "turns.csv") as f:
         rows = list(csv.DictReader(f))

@@ -19,17 +19,21 @@ class QuestionError(ValueError):
 class Question:
     qid: str
     text: str
+    context: tuple[str, ...] = ()  # the user's earlier turns of the same dialogue (MT-Bench turn 2: turn 1)
 
 
 def default_question_file() -> Path:
     return Path(str(files("predgen_ros") / "data" / "mt_bench" / "question.jsonl"))
 
 
-def load_questions(path: str | Path | None = None, limit: int | None = None) -> list[Question]:
-    """MT-Bench style JSONL (turn 1 of each line), or plain text, one question a line."""
+def load_questions(path: str | Path | None = None, limit: int | None = None, turn: int = 1) -> list[Question]:
+    """MT-Bench style JSONL (turn `turn` of each line, the earlier turns as its context),
+    or plain text, one question a line (turn 1 only)."""
     path = Path(path) if path else default_question_file()
     if not path.is_file():
         raise QuestionError(f"question file not found: {path}")
+    if turn < 1 or (turn > 1 and path.suffix != ".jsonl"):
+        raise QuestionError(f"turn {turn}: a text file has turn 1 only, MT-Bench .jsonl turns 1 and 2")
     questions = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
@@ -37,15 +41,15 @@ def load_questions(path: str | Path | None = None, limit: int | None = None) -> 
         if path.suffix == ".jsonl":
             try:
                 record = json.loads(line)
-                text = record["turns"][0]
+                text, context = record["turns"][turn - 1], tuple(record["turns"][: turn - 1])
                 qid = str(record.get("question_id", number))
             except (json.JSONDecodeError, KeyError, IndexError, TypeError) as err:
                 raise QuestionError(f"{path}:{number}: not an MT-Bench question line ({err.__class__.__name__}: {err})") from None
         else:
-            text, qid = line, str(number)
+            text, qid, context = line, str(number), ()
         if not isinstance(text, str) or not text.strip():
             raise QuestionError(f"{path}:{number}: empty question")
-        questions.append(Question(qid, " ".join(text.split())))
+        questions.append(Question(qid, " ".join(text.split()), tuple(" ".join(t.split()) for t in context)))
     if not questions:
         raise QuestionError(f"{path} holds no questions")
     return questions[:limit] if limit else questions

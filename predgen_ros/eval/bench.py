@@ -42,7 +42,9 @@ class TurnRecord:
     jacobi_tokens: int
     first_sentence: str
     first_sentence_logprob: float
+    not_top_share: float = float("nan")   # its tokens that were not the most likely under the complete prompt
     matches_baseline: bool | None = None
+    rouge_l: float | None = None          # ROUGE-L F-measure against baseline's first sentence
     repeats_opening: bool | None = None  # its first words repeat an earlier answer's (eval/conversation.py)
     relevance: float | None = None       # log-probability under its own question minus under others
     no_reply: str = ""               # why the question got no reply; "" when it was answered
@@ -105,6 +107,7 @@ def run_turn(session: Session, tts: PiperSynthesizer, events: list[TimedEvent], 
 def turn_record(question: Question, policy: str, turn: TurnStats, t_start: float, t_end: float, first_audio: float,
                 lm: LanguageModel) -> TurnRecord:
     before_end = turn.input_passes(t_end)
+    logprob, not_top = lm.continuation_scores(turn.prompt_ids, turn.first_sentence_ids)
     return TurnRecord(
         qid=question.qid,
         policy=policy,
@@ -122,7 +125,8 @@ def turn_record(question: Question, policy: str, turn: TurnStats, t_start: float
         jacobi_passes=turn.jacobi_passes,
         jacobi_tokens=turn.jacobi_tokens,
         first_sentence=turn.first_sentence,
-        first_sentence_logprob=lm.mean_logprob(turn.prompt_ids, turn.first_sentence_ids),
+        first_sentence_logprob=logprob,
+        not_top_share=not_top,
         first_sentence_ids=turn.first_sentence_ids,
         prompt_ids=turn.prompt_ids,
     )
@@ -141,6 +145,21 @@ def percentile(values: list[float], q: float) -> float | None:
 
 def _mean_or_none(values: list[float]) -> float | None:
     return statistics.fmean(values) if values else None
+
+
+def _logprob_gap(rows: list[TurnRecord], baseline: dict[str, TurnRecord]) -> float | None:
+    """Mean per-token log-probability baseline's first sentence has above this policy's,
+    paired by question (each under its own complete prompt)."""
+    gaps = [baseline[r.qid].first_sentence_logprob - r.first_sentence_logprob for r in rows
+            if r.qid in baseline and math.isfinite(r.first_sentence_logprob) and math.isfinite(baseline[r.qid].first_sentence_logprob)]
+    return _mean_or_none(gaps)
+
+
+def _not_top_share(rows: list[TurnRecord]) -> float | None:
+    """Share of all committed first-sentence tokens that were not the most likely one."""
+    scored = [r for r in rows if r.first_sentence_ids and math.isfinite(r.not_top_share)]
+    tokens = sum(len(r.first_sentence_ids) for r in scored)
+    return sum(r.not_top_share * len(r.first_sentence_ids) for r in scored) / tokens if tokens else None
 
 
 def summarize(records: list[TurnRecord], policies: list[str]) -> dict:
@@ -173,6 +192,9 @@ def summarize(records: list[TurnRecord], policies: list[str]) -> dict:
             "repeated_opening_share": _mean_or_none([r.repeats_opening for r in rows if r.repeats_opening is not None]),
             "relevance_mean": _mean_or_none([r.relevance for r in rows if r.relevance is not None]),
             "first_sentence_logprob_mean": _mean_or_none([r.first_sentence_logprob for r in rows if r.first_sentence_ids and math.isfinite(r.first_sentence_logprob)]),
+            "logprob_gap_to_baseline": _logprob_gap(rows, baseline),
+            "not_top_share": _not_top_share(rows),
+            "rouge_l_mean": _mean_or_none([r.rouge_l for r in rows if r.rouge_l is not None]),
             "nfe_tfs_p50": percentile([r.nfe_tfs for r in rows], 0.5),
             "input_nfe_mean": _mean_or_none([r.input_nfe for r in rows]),
             "llm_load": sum(r.input_llm_s for r in rows) / speech_s if speech_s else None,
@@ -181,6 +203,38 @@ def summarize(records: list[TurnRecord], policies: list[str]) -> dict:
             "decode_tokens_per_s": sum(r.decode_tokens for r in rows) / decode_s if decode_s else None,
         }
     return summary
+
+
+# Speech-duration buckets (seconds): short utterances leave little time to speculate.
+DURATION_BUCKETS = ((0.0, 8.0, "< 8 s"), (8.0, 12.0, "8-12 s"), (12.0, 20.0, "12-20 s"), (20.0, math.inf, "> 20 s"))
+
+
+def summarize_by_duration(records: list[TurnRecord], policies: list[str]) -> dict:
+    """Per speech-duration bucket and policy: turns, audio latency p50, per-turn speedup p50."""
+    baseline = {r.qid: r for r in records if r.policy == "baseline" and r.answered}
+    buckets = {}
+    for low, high, name in DURATION_BUCKETS:
+        rows = [r for r in records if r.answered and low <= r.speech_s < high]
+        if not rows:
+            continue
+        buckets[name] = {}
+        for policy in policies:
+            mine = [r for r in rows if r.policy == policy]
+            speedups = [baseline[r.qid].audio_latency_s / r.audio_latency_s for r in mine if r.qid in baseline and r.audio_latency_s > 0]
+            buckets[name][policy] = {"turns": len(mine), "audio_latency_p50_s": percentile([r.audio_latency_s for r in mine], 0.5),
+                                     "speedup_vs_baseline_p50": percentile(speedups, 0.5)}
+    return buckets
+
+
+def format_duration_table(buckets: dict) -> str:
+    """One line per bucket: turns, then each policy's audio p50 and speedup p50."""
+    lines = []
+    for name, per_policy in buckets.items():
+        cells = [f"{policy} {fmt(s['audio_latency_p50_s'], '.3f')}s {fmt(s['speedup_vs_baseline_p50'], '.2f')}x"
+                 for policy, s in per_policy.items() if s["turns"]]
+        turns = max(s["turns"] for s in per_policy.values())
+        lines.append(f"speech {name:<8} {turns:>3} turns: " + ", ".join(cells))
+    return "\n".join(lines)
 
 
 def near_tie_report(records: list[TurnRecord], lm: LanguageModel, policy: str) -> list[dict]:
@@ -203,10 +257,15 @@ def near_tie_report(records: list[TurnRecord], lm: LanguageModel, policy: str) -
 
 
 def mark_matches(records: list[TurnRecord]) -> None:
+    """Each answered turn against baseline's first sentence to the same question: equal? ROUGE-L?"""
+    from rouge_score import rouge_scorer  # imported here: bench and eval need it, the nodes do not
+
+    scorer = rouge_scorer.RougeScorer(["rougeL"])
     baseline = {r.qid: r.first_sentence for r in records if r.policy == "baseline" and r.answered}
     for r in records:
         if r.qid in baseline and r.answered:
             r.matches_baseline = r.first_sentence == baseline[r.qid]
+            r.rouge_l = scorer.score(baseline[r.qid], r.first_sentence)["rougeL"].fmeasure
 
 
 @dataclass
@@ -223,17 +282,31 @@ class BenchSettings:
 QUESTION_GAP_S = 2.0
 
 
+def context_history(lm: LanguageModel, config: EngineConfig, context: tuple[str, ...]) -> list[tuple[str, str]]:
+    """The earlier turns of a dialogue with the model's own replies (baseline's greedy
+    decoding, untimed), so that every policy hears the follow-up after the same history."""
+    session = Session(lm, replace(config, policy="baseline"), VirtualClock())
+    for text in context:
+        session.final(text, 0.0)
+        session.end_of_turn(0.0)
+        while session.has_work():
+            session.step()
+    return list(session.history)
+
+
 def run_bench(lm: LanguageModel, tts: PiperSynthesizer, questions: list[Question], settings: BenchSettings, progress=None) -> list[TurnRecord]:
     """All policies on all questions; one session (and one virtual clock) per policy on
-    the shared model.  Independent questions reset the history before each one."""
+    the shared model.  Independent questions reset the history before each one (to
+    the question's own context: MT-Bench turn 1 and its reply before turn 2)."""
     clocks = {p: VirtualClock() for p in settings.policies}
     sessions = {p: Session(lm, replace(settings.config, policy=p), clocks[p]) for p in settings.policies}
     records = []
     for question in questions:
         events, t_end = speak(question.text, settings.chars_per_second, settings.endpoint_delay)
+        history = context_history(lm, settings.config, question.context) if question.context and not settings.conversation else []
         for policy, session in sessions.items():
             if not settings.conversation:
-                session.reset()
+                session.reset(history)
             tts.clear()  # no policy may reuse audio another one synthesized
             clock = clocks[policy]
             start = clock() + QUESTION_GAP_S
@@ -245,13 +318,15 @@ def run_bench(lm: LanguageModel, tts: PiperSynthesizer, questions: list[Question
     return records
 
 
-def format_table(summary: dict) -> str:
-    def fmt(value, spec):
-        return "-" if value is None else format(value, spec)
+def fmt(value, spec: str) -> str:
+    """A table cell: "-" where nothing was measured."""
+    return "-" if value is None else format(value, spec)
 
+
+def format_table(summary: dict) -> str:
     header = (
         f"{'policy':<11} {'answered':>8} {'audio p50':>9} {'p90':>6} {'mean':>6} {'TTFS p50':>8} {'speedup':>7} {'NFE-TFS':>7} "
-        f"{'pre':>4} {'in-NFE':>6} {'load':>5} {'match':>5} {'logprob':>7} {'repeat':>6} {'relev':>6} {'jac t/it':>8} {'dec t/s':>7}"
+        f"{'pre':>4} {'in-NFE':>6} {'load':>5} {'match':>5} {'rougeL':>6} {'logprob':>7} {'lp gap':>6} {'not-top':>7} {'repeat':>6} {'relev':>6} {'jac t/it':>8} {'dec t/s':>7}"
     )
     lines = [header, "-" * len(header)]
     for policy, s in summary.items():
@@ -260,7 +335,8 @@ def format_table(summary: dict) -> str:
             f"{fmt(s['audio_latency_p90_s'], '>6.3f')} {fmt(s['audio_latency_mean_s'], '>6.3f')} "
             f"{fmt(s['ttfs_p50_s'], '>7.3f')}s {fmt(s['speedup_vs_baseline_p50'], '>6.2f')}x {fmt(s['nfe_tfs_p50'], '>7.1f')} "
             f"{fmt(s['precomputed_share'], '>4.0%')} {fmt(s['input_nfe_mean'], '>6.1f')} {fmt(s['llm_load'], '>5.2f')} "
-            f"{fmt(s['first_sentence_match'], '>5.0%')} {fmt(s['first_sentence_logprob_mean'], '>7.3f')} "
+            f"{fmt(s['first_sentence_match'], '>5.0%')} {fmt(s['rouge_l_mean'], '>6.3f')} {fmt(s['first_sentence_logprob_mean'], '>7.3f')} "
+            f"{fmt(s['logprob_gap_to_baseline'], '>6.3f')} {fmt(s['not_top_share'], '>7.1%')} "
             f"{fmt(s['repeated_opening_share'], '>6.0%')} {fmt(s['relevance_mean'], '>6.3f')} "
             f"{fmt(s['jacobi_tokens_per_iteration'], '>8.2f')} {fmt(s['decode_tokens_per_s'], '>7.1f')}"
         )

@@ -24,7 +24,7 @@ from pathlib import Path
 from ..engine.params import ENGINE_PARAMS
 from ..nodes.bringup import Graph, GraphError
 from .bags import GRAPH_TOPICS, USER_TOPICS, BagError, BagMessage, read_bag, write_bag
-from .bench import TurnRecord, format_table, mark_matches, summarize, write_outputs
+from .bench import TurnRecord, format_duration_table, format_table, mark_matches, summarize, summarize_by_duration, write_outputs
 from .conversation import score_answers
 
 REPLAYED = ("asr/partial", "asr/final", "asr/speech_end")
@@ -311,6 +311,7 @@ def run_eval(settings: EvalSettings, progress=None) -> tuple[list[TurnRecord], d
     mark_matches(records)
     score_answers(records, {m.qid: m.text for m in markers}, scoring_model(settings))
     summary = summarize(records, list(settings.policies))
+    quality["_by_duration"] = summarize_by_duration(records, list(settings.policies))
     meta = {"bag": str(settings.bag), "questions": len(markers), "overrides": settings.overrides, "keep_history": settings.keep_history}
     write_outputs(settings.out, records, summary, meta, {}, extra=quality)
     (settings.out / "report.md").write_text(markdown_report(summary, quality, records, settings))
@@ -347,6 +348,8 @@ def markdown_report(summary: dict, quality: dict, records: list[TurnRecord], set
         "",
         "```",
         format_table(summary),
+        "",
+        format_duration_table(quality["_by_duration"]),
         "```",
         "",
         "| question | " + " | ".join(f"{p} (s)" for p in settings.policies) + " |",
