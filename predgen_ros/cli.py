@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from .engine.models import ModelError
@@ -25,6 +26,44 @@ def _policy_list(text: str) -> list[str]:
     return policies
 
 
+def _comma_list(cast):
+    def parse(text: str) -> list:
+        try:
+            values = [cast(item.strip()) for item in text.split(",") if item.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list of {cast.__name__}, got {text!r}") from None
+        if not values:
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list of {cast.__name__}, got {text!r}")
+        return values
+
+    return parse
+
+
+def _add_bench_options(parser: argparse.ArgumentParser) -> None:
+    """The options bench and frontier share: questions, engine settings, model."""
+    parser.add_argument("--questions", type=Path, default=None, help="MT-Bench .jsonl or a text file, one question a line (default: MT-Bench turn 1)")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    parser.add_argument("--turn", type=int, choices=(1, 2), default=1,
+                        help="MT-Bench turn; 2 asks each follow-up after turn 1 and the model's own reply to it (default 1)")
+    parser.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file whose predgen_node section sets the defaults (e.g. config/predgen.yaml)")
+    parser.add_argument("--verifier", choices=VERIFIERS, default=None,
+                        help="exact (default, lossless), topk (the paper's setting), margin or minp")
+    parser.add_argument("--k", type=int, default=None, help="K of the top-K verifier (default 3)")
+    parser.add_argument("--max-gap", type=float, default=None, help="top-K: a kept token lies at most this many nats below the most likely one")
+    parser.add_argument("--margin", type=float, default=None, help="margin: a kept token lies at most this many nats below the top one (default 0.25)")
+    parser.add_argument("--min-p", type=float, default=None, help="minp: a kept token has at least this share of the top token's probability (default 0.5)")
+    parser.add_argument("--exact-head", type=int, default=None, help="all but exact: the reply's first N tokens must be the most likely one")
+    parser.add_argument("--copy-guard", action=argparse.BooleanOptionalAction, default=None,
+                        help="all but exact: a runner-up token may not copy an earlier reply")
+    parser.add_argument("--decoder", choices=DECODERS, default=None, help="ar (default) or jacobi")
+    parser.add_argument("--jacobi-block", type=int, default=None, help="tokens per Jacobi iteration (default 8)")
+    parser.add_argument("--endpoint-delay", type=float, default=None, help="seconds from the final transcript to the end of turn (default 0)")
+    parser.add_argument("--max-new-tokens", type=int, default=0, help="reply length; 0 (default) stops after the first sentence")
+    parser.add_argument("--conversation", action="store_true",
+                        help="ask the questions in one conversation, history kept (default: independent questions, history reset)")
+    _add_model_options(parser)
+
+
 def _add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=None, help="local Hugging Face model folder (default: embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--device", default=None, help="auto, cpu or cuda[:N] (default: auto)")
@@ -36,32 +75,25 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
 
     bench = sub.add_parser("bench", help="side-by-side latency benchmark of the policies on MT-Bench (virtual clock)")
-    bench.add_argument("--questions", type=Path, default=None, help="MT-Bench .jsonl or a text file, one question a line (default: MT-Bench turn 1)")
-    bench.add_argument("--limit", type=int, default=None, help="only the first N questions")
-    bench.add_argument("--turn", type=int, choices=(1, 2), default=1,
-                       help="MT-Bench turn; 2 asks each follow-up after turn 1 and the model's own reply to it (default 1)")
+    _add_bench_options(bench)
     bench.add_argument("--policies", type=_policy_list, default=list(POLICIES), help="comma-separated, from baseline,preemptive,predgen")
-    bench.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file whose predgen_node section sets the defaults (e.g. config/predgen.yaml)")
-    bench.add_argument("--verifier", choices=VERIFIERS, default=None,
-                       help="exact (default, lossless), topk (the paper's setting), margin or minp")
-    bench.add_argument("--k", type=int, default=None, help="K of the top-K verifier (default 3)")
-    bench.add_argument("--max-gap", type=float, default=None, help="top-K: a kept token lies at most this many nats below the most likely one")
-    bench.add_argument("--margin", type=float, default=None, help="margin: a kept token lies at most this many nats below the top one (default 0.25)")
-    bench.add_argument("--min-p", type=float, default=None, help="minp: a kept token has at least this share of the top token's probability (default 0.5)")
-    bench.add_argument("--exact-head", type=int, default=None, help="all but exact: the reply's first N tokens must be the most likely one")
-    bench.add_argument("--copy-guard", action=argparse.BooleanOptionalAction, default=None,
-                       help="all but exact: a runner-up token may not copy an earlier reply")
-    bench.add_argument("--decoder", choices=DECODERS, default=None, help="ar (default) or jacobi")
-    bench.add_argument("--jacobi-block", type=int, default=None, help="tokens per Jacobi iteration (default 8)")
-    bench.add_argument("--endpoint-delay", type=float, default=None, help="seconds from the final transcript to the end of turn (default 0)")
+    bench.add_argument("--anticipate", action=argparse.BooleanOptionalAction, default=None,
+                       help="predgen: also speculate on the model's guess of how the user's sentence ends")
     bench.add_argument("--chars-per-minute", type=float, default=600.0, help="speaking rate of the simulated user (default 600)")
-    bench.add_argument("--max-new-tokens", type=int, default=0, help="reply length; 0 (default) stops after the first sentence")
-    bench.add_argument("--conversation", action="store_true",
-                       help="ask the questions in one conversation, history kept (default: independent questions, history reset)")
     bench.add_argument("--history-tokens", type=int, default=None,
                        help="history kept in the prompt, in tokens (default 1024)")
     bench.add_argument("--out", type=Path, default=None, help="write summary.json, turns.csv and latency.png here")
-    _add_model_options(bench)
+
+    frontier = sub.add_parser("frontier", help="many verifier settings against one baseline on one loaded model: speedup vs quality loss")
+    _add_bench_options(frontier)
+    frontier.add_argument("--settings", type=_comma_list(str), required=True,
+                          help="comma-separated KIND[=VALUE][+anticipate], e.g. exact,exact+anticipate,margin=0.25,minp=0.5,topk=3")
+    frontier.add_argument("--rates", type=_comma_list(float), default=[600.0],
+                          help="speaking rates in characters per minute, one run each (default 600)")
+    frontier.add_argument("--history", type=_comma_list(int), default=None,
+                          help="history budgets in tokens, one run each (with --conversation; default 1024)")
+    frontier.add_argument("--out", type=Path, default=Path("frontier-out"),
+                          help="frontier.md, frontier.json, frontier.png and one bench folder per run (default frontier-out)")
 
     up = sub.add_parser("bringup", help="start asr_node, predgen_node and tts_node as processes (pip-only stand-in for ros2 launch)")
     up.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file (default: config/predgen.yaml)")
@@ -129,7 +161,8 @@ def _bench_params(args: argparse.Namespace) -> dict:
     given = {
         "verifier.kind": args.verifier, "verifier.k": args.k, "verifier.max_gap": args.max_gap, "verifier.margin": args.margin, "verifier.min_p": args.min_p,
         "verifier.exact_head": args.exact_head, "verifier.copy_guard": args.copy_guard,
-        "decoder.kind": args.decoder, "generation.history_tokens": args.history_tokens,
+        "decoder.kind": args.decoder, "generation.history_tokens": getattr(args, "history_tokens", None),
+        "generation.anticipate": getattr(args, "anticipate", None),
         "decoder.jacobi_block": args.jacobi_block, "endpoint_delay": args.endpoint_delay, "model.path": args.model, "model.device": args.device, "model.dtype": args.dtype,
     }
     params.update({name: value for name, value in given.items() if value is not None})
@@ -137,15 +170,30 @@ def _bench_params(args: argparse.Namespace) -> dict:
     return params
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
+@dataclass
+class BenchJob:
+    """What bench and frontier share: the questions, the settings, the loaded model and voice."""
 
-    from .audio.tts import PiperSynthesizer
-    from .engine.lm import LanguageModel
-    from .engine.models import load_pretrained
+    questions: list
+    config: object
+    endpoint_delay: float
+    model_params: object
+    lm: object = None
+    tts: object = None
+
+    def load(self):
+        from .audio.tts import PiperSynthesizer
+        from .engine.lm import LanguageModel
+        from .engine.models import load_pretrained
+
+        model, tokenizer = load_pretrained(self.model_params.path, self.model_params.device, self.model_params.dtype)
+        self.lm, self.tts = LanguageModel(model, tokenizer), PiperSynthesizer()
+        return self
+
+
+def _bench_job(args: argparse.Namespace) -> BenchJob:
+    """Questions and settings checked (one-line errors) before the model loads."""
     from .engine.params import engine_config
-    from .eval import bench
-    from .eval.conversation import score_answers
     from .eval.questions import load_questions
 
     if args.limit is not None and args.limit < 1:
@@ -155,38 +203,100 @@ def cmd_bench(args: argparse.Namespace) -> int:
     questions = load_questions(args.questions, args.limit, args.turn)
     params = _bench_params(args)
     config, model_params = engine_config(params)
-    endpoint_delay = float(params.get("endpoint_delay", 0.0))
-    policies = args.policies if "baseline" in args.policies else ["baseline"] + args.policies
-    model, tokenizer = load_pretrained(model_params.path, model_params.device, model_params.dtype)
-    lm = LanguageModel(model, tokenizer)
-    tts = PiperSynthesizer()
-    settings = bench.BenchSettings(policies, config, args.chars_per_minute / 60.0, endpoint_delay, args.conversation)
-    with tqdm(total=len(questions) * len(policies), desc="bench", unit="turn") as bar:
-        records = bench.run_bench(lm, tts, questions, settings, progress=lambda q, p: bar.update())
-    with tqdm(total=len(questions), desc="relevance", unit="question") as bar:
-        score_answers(records, {q.qid: q.text for q in questions}, lm, progress=bar.update)
-    summary = bench.summarize(records, policies)
-    by_duration = bench.summarize_by_duration(records, policies)
-    ties = {p: bench.near_tie_report(records, lm, p) for p in policies if p != "baseline"}
-    meta = {
-        "questions": len(questions), "verifier": config.verifier, "k": config.top_k, "max_gap": config.max_gap, "margin": config.margin, "min_p": config.min_p, "exact_head": config.exact_head, "copy_guard": config.copy_guard, "decoder": config.decoder,
-        "jacobi_block": config.jacobi_block, "endpoint_delay_s": endpoint_delay, "chars_per_minute": args.chars_per_minute,
-        "conversation": args.conversation, "history_tokens": config.history_tokens, "turn": args.turn,
-        "model": model_params.path or "smollm2-135m-instruct", "device": str(lm.device), "dtype": str(model.dtype),
+    return BenchJob(questions, config, float(params.get("endpoint_delay", 0.0)), model_params)
+
+
+def _run_variants(job: BenchJob, variants: dict, chars_per_minute: float, conversation: bool, desc: str = "bench"):
+    """One benchmark run of `variants` (label -> config); records, summary, duration buckets, mismatches."""
+    from tqdm import tqdm
+
+    from .eval import bench
+    from .eval.conversation import score_answers
+
+    settings = bench.BenchSettings(variants, chars_per_minute / 60.0, job.endpoint_delay, conversation)
+    labels = list(variants)
+    with tqdm(total=len(job.questions) * len(labels), desc=desc, unit="turn") as bar:
+        records = bench.run_bench(job.lm, job.tts, job.questions, settings, progress=lambda q, p: bar.update())
+    with tqdm(total=len(job.questions), desc="relevance", unit="question") as bar:
+        score_answers(records, {q.qid: q.text for q in job.questions}, job.lm, progress=bar.update)
+    summary = bench.summarize(records, labels)
+    by_duration = bench.summarize_by_duration(records, labels)
+    ties = {label: bench.near_tie_report(records, job.lm, label) for label in labels if label != "baseline"}
+    return records, summary, by_duration, ties
+
+
+def _bench_meta(job: BenchJob, args: argparse.Namespace, **extra) -> dict:
+    config = job.config
+    return {
+        "questions": len(job.questions), "verifier": config.verifier, "k": config.top_k, "max_gap": config.max_gap, "margin": config.margin,
+        "min_p": config.min_p, "exact_head": config.exact_head, "copy_guard": config.copy_guard, "anticipate": config.anticipate,
+        "anticipate_tokens": config.anticipate_tokens, "decoder": config.decoder, "jacobi_block": config.jacobi_block,
+        "endpoint_delay_s": job.endpoint_delay, "conversation": args.conversation, "history_tokens": config.history_tokens, "turn": args.turn,
+        "model": job.model_params.path or "smollm2-135m-instruct", "device": str(job.lm.device), "dtype": str(job.lm.model.dtype), **extra,
     }
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .eval import bench
+
+    job = _bench_job(args)
+    policies = args.policies if "baseline" in args.policies else ["baseline"] + args.policies
+    job.load()
+    records, summary, by_duration, ties = _run_variants(job, bench.policy_variants(job.config, policies), args.chars_per_minute, args.conversation)
+    config = job.config
     conversation = f" in one conversation (history {config.history_tokens} tokens)" if args.conversation else ""
     turn = f" (MT-Bench turn {args.turn}, after turn 1 and the model's reply)" if args.turn > 1 else ""
-    print(f"\n{len(questions)} questions{turn}{conversation}, verifier={describe_verifier(config)}, "
-          f"decoder={config.decoder}, endpoint delay={endpoint_delay}s, device={lm.device}")
+    anticipate = ", anticipation" if config.anticipate else ""
+    print(f"\n{len(job.questions)} questions{turn}{conversation}, verifier={describe_verifier(config)}{anticipate}, "
+          f"decoder={config.decoder}, endpoint delay={job.endpoint_delay}s, device={job.lm.device}")
     print(bench.format_table(summary))
     print(bench.format_duration_table(by_duration))
     for policy, rows in ties.items() if config.verifier == "exact" else ():  # top-K differs by design
-        for row in rows:
-            gap = f"logit gap {row['logit_gap']:.4f} ({row['tokens'][0]!r} vs baseline {row['tokens'][1]!r})" if "logit_gap" in row else "length differs"
-            print(f"  {policy} q{row['qid']}: first sentence differs at token {row['position']}: {gap}")
+        _print_mismatches(policy, rows)
     if args.out:
+        meta = _bench_meta(job, args, chars_per_minute=args.chars_per_minute)
         bench.write_outputs(args.out, records, summary, meta, ties, extra={"_by_duration": by_duration})
         print(f"wrote {args.out}/summary.json, turns.csv, latency.png")
+    return 0
+
+
+def _print_mismatches(label: str, rows: list[dict]) -> None:
+    for row in rows:
+        gap = f"logit gap {row['logit_gap']:.4f} ({row['tokens'][0]!r} vs baseline {row['tokens'][1]!r})" if "logit_gap" in row else "length differs"
+        print(f"  {label} q{row['qid']}: first sentence differs at token {row['position']}: {gap}")
+
+
+def cmd_frontier(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from .eval import bench
+    from .eval.frontier import format_frontier, frontier_variants, run_label, write_frontier
+
+    job = _bench_job(args)
+    if args.history and not args.conversation:
+        raise ConfigError("--history sets the budget of a conversation's history: add --conversation")
+    variants = frontier_variants(args.settings, job.config)  # a bad setting fails before the model loads
+    if any(rate <= 0 for rate in args.rates):
+        raise ConfigError(f"--rates must be > 0 characters per minute, got {args.rates}")
+    job.load()
+    runs = []
+    for rate in args.rates:
+        for history in args.history or [None]:
+            label = run_label(rate, history)
+            budget = {} if history is None else {"history_tokens": history}
+            runs_variants = {name: replace(config, **budget) for name, config in variants.items()}
+            records, summary, by_duration, ties = _run_variants(job, runs_variants, rate, args.conversation, desc=label)
+            meta = _bench_meta(job, args, chars_per_minute=rate, settings=args.settings, **budget)
+            bench.write_outputs(args.out / label, records, summary, meta, ties, extra={"_by_duration": by_duration})
+            runs.append({"run": label, "chars_per_minute": rate, "history_tokens": history, "summary": summary, "by_duration": by_duration})
+            print(f"\n{label}:\n{bench.format_table(summary)}\n{bench.format_duration_table(by_duration)}")
+            for name, config in variants.items():
+                if name != "baseline" and config.verifier == "exact":  # lossless: any difference is a bug or a near tie
+                    _print_mismatches(name, ties[name])
+    write_frontier(args.out, runs, _bench_meta(job, args, settings=args.settings, rates=args.rates, history=args.history))
+    guards = f"max-gap={job.config.max_gap:g} (topk) exact-head={job.config.exact_head} copy-guard={job.config.copy_guard}"
+    print(f"\n{len(job.questions)} questions; guards of the lossy verifiers: {guards}\n{format_frontier(runs)}")
+    print(f"wrote {args.out}/frontier.md, frontier.json, frontier.png and one folder per run")
     return 0
 
 
@@ -319,7 +429,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 1 if unanswered else 0
 
 
-COMMANDS = {"bench": cmd_bench, "bringup": cmd_bringup, "demo": cmd_demo, "make-bag": cmd_make_bag, "bag-info": cmd_bag_info, "eval": cmd_eval, "stress": cmd_stress}
+COMMANDS = {"bench": cmd_bench, "frontier": cmd_frontier, "bringup": cmd_bringup, "demo": cmd_demo, "make-bag": cmd_make_bag, "bag-info": cmd_bag_info, "eval": cmd_eval, "stress": cmd_stress}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -62,11 +62,11 @@ def partial_sequences(draw):
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(partial_sequences())
-def test_exact_predgen_commits_the_baseline_greedy_reply(tiny_lm, make_session, case):
+@given(partial_sequences(), st.booleans())
+def test_exact_predgen_commits_the_baseline_greedy_reply(tiny_lm, make_session, case, anticipate):
     partials, final, steps = case
     config = dict(verifier="exact", max_new_tokens=10, sentence=RULES)
-    predgen = make_session(tiny_lm, policy="predgen", **config)
+    predgen = make_session(tiny_lm, policy="predgen", anticipate=anticipate, anticipate_tokens=3, **config)
     baseline = make_session(tiny_lm, policy="baseline", **config)
     run(predgen, partials, final, steps)
     run(baseline, partials, final, steps)
@@ -77,10 +77,11 @@ def test_exact_predgen_commits_the_baseline_greedy_reply(tiny_lm, make_session, 
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(partial_sequences(), st.sampled_from(POLICIES), st.sampled_from(DECODERS))
-def test_the_cache_equals_a_fresh_encoding_of_the_kept_text_after_every_step(tiny_lm, make_session, case, policy, decoder):
+@given(partial_sequences(), st.sampled_from(POLICIES), st.sampled_from(DECODERS), st.booleans())
+def test_the_cache_equals_a_fresh_encoding_of_the_kept_text_after_every_step(tiny_lm, make_session, case, policy, decoder, anticipate):
     partials, final, steps = case
-    session = make_session(tiny_lm, policy=policy, decoder=decoder, max_new_tokens=10, sentence=RULES)
+    session = make_session(tiny_lm, policy=policy, decoder=decoder, max_new_tokens=10, sentence=RULES,
+                           anticipate=anticipate, anticipate_tokens=3)
 
     def step_and_check():
         session.step()
@@ -99,6 +100,27 @@ def test_the_cache_equals_a_fresh_encoding_of_the_kept_text_after_every_step(tin
             break
         step_and_check()
     assert session.state.tokens[: len(session.turn.prompt_ids)] == session.turn.prompt_ids
+
+
+def test_words_that_follow_the_guess_cost_no_pass_and_its_final_commits_at_once(tiny_lm, make_session):
+    config = dict(verifier="exact", max_new_tokens=0, sentence=RULES)
+    session = make_session(tiny_lm, policy="predgen", anticipate=True, anticipate_tokens=3, **config)
+    session.partial("what is the", 0.0)
+    while session.has_work():
+        session.step()
+    guessed = session.turn.anticipated
+    assert guessed.startswith("what is the") and guessed != "what is the"
+    assert 1 <= session.turn.guess_passes <= 3
+    passes = tiny_lm.stats.passes
+    assert session.partial(guessed, 0.5) and not session.has_work()  # the user said what the model guessed
+    session.final(guessed, 1.0)
+    session.end_of_turn(1.0)
+    while session.has_work():
+        session.step()
+    assert tiny_lm.stats.passes == passes and session.turn.first_sentence
+    baseline = make_session(tiny_lm, policy="baseline", **config)
+    run(baseline, [], guessed, [])
+    assert session.turn.first_sentence == baseline.turn.first_sentence
 
 
 def test_emissions_come_in_order_and_candidates_before_the_end(tiny_lm, make_session):
@@ -141,7 +163,7 @@ def test_history_is_used_on_the_next_turn(tiny_lm, make_session):
 
 @pytest.mark.parametrize("field, value", [("policy", "fastest"), ("verifier", "fuzzy"), ("decoder", "beam"), ("top_k", 0),
                                           ("max_gap", 0.0), ("max_gap", float("nan")), ("exact_head", -1),
-                                          ("history_tokens", -1), ("margin", 0.0), ("min_p", 0.0), ("min_p", 1.5)])
+                                          ("history_tokens", -1), ("anticipate_tokens", 0), ("margin", 0.0), ("min_p", 0.0), ("min_p", 1.5)])
 def test_bad_settings_are_named(field, value):
     with pytest.raises(ConfigError, match=field):
         EngineConfig(**{field: value})

@@ -53,6 +53,17 @@ class LanguageModel:
         context = getattr(model.config, "max_position_embeddings", None) or 2048
         self.prompt_budget = max(64, context - reply_reserve)
         self._last_warning = ""
+        self._turn_end_len, self.end_of_user_id = self._user_turn_end()
+
+    def _user_turn_end(self) -> tuple[int, int]:
+        """How many template tokens follow the user's text, and the first of them
+        (the end-of-user-message token: its probability is the model's estimate
+        that the user has finished)."""
+        probe = "probe"
+        text = self._template_text(probe, [])
+        full = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        head = self.tokenizer(text[: text.rfind(probe) + len(probe)], add_special_tokens=False)["input_ids"]
+        return len(full) - len(head), full[len(head)]
 
     def _stop_ids(self) -> frozenset[int]:
         ids = self.model.generation_config.eos_token_id
@@ -64,6 +75,12 @@ class LanguageModel:
     def prompt_ids(self, user_text: str, history: list[tuple[str, str]] = ()) -> list[int]:
         """Token ids of the templated conversation, ending with the assistant header."""
         return self.fit_prompt(user_text, history)[0]
+
+    def open_turn_ids(self, user_text: str, history: list[tuple[str, str]] = ()) -> list[int]:
+        """The prompt up to the user's last word, the user's message still open:
+        what the model reads to continue the user's text (anticipation)."""
+        prompt, _ = self.fit_prompt(user_text, history)
+        return prompt[: len(prompt) - self._turn_end_len]
 
     def fit_prompt(self, user_text: str, history: list[tuple[str, str]] = ()) -> tuple[list[int], int]:
         """The prompt's token ids fitted to `prompt_budget`, and how many of the oldest
@@ -101,12 +118,14 @@ class LanguageModel:
             log.warning(message)
 
     def _template_ids(self, user_text: str, history: list[tuple[str, str]]) -> list[int]:
+        return self.tokenizer(self._template_text(user_text, history), add_special_tokens=False)["input_ids"]
+
+    def _template_text(self, user_text: str, history: list[tuple[str, str]]) -> str:
         messages = [{"role": "system", "content": self.system_prompt}]
         for user, assistant in history:
             messages += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
         messages.append({"role": "user", "content": user_text})
-        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)

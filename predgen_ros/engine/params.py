@@ -30,6 +30,8 @@ ENGINE_PARAMS: dict[str, tuple[Any, str]] = {
     "generation.margin_tokens": (2, "speculate this many tokens past the first sentence"),
     "generation.max_new_tokens": (256, "reply length in tokens; 0 = first sentence only"),
     "generation.history_tokens": (1024, "earlier turns kept in the prompt, in tokens; the oldest go first"),
+    "generation.anticipate": (False, "predgen: also speculate on the model's guess of how the user's sentence ends"),
+    "generation.anticipate_tokens": (12, "anticipation: at most this many tokens of guessed user text"),
     "sentence.min_chars": (20, "shorter first sentences are merged with the next"),
     "sentence.fallback_chars": (160, "unpunctuated replies are cut at a word boundary here"),
     "sentence.max_tokens": (64, "at most this many tokens before a first sentence is forced"),
@@ -89,6 +91,8 @@ def engine_config(params: dict[str, Any]) -> tuple[EngineConfig, ModelParams]:
         margin_tokens=int(p["generation.margin_tokens"]),
         max_new_tokens=int(p["generation.max_new_tokens"]),
         history_tokens=int(p["generation.history_tokens"]),
+        anticipate=bool(p["generation.anticipate"]),
+        anticipate_tokens=int(p["generation.anticipate_tokens"]),
         sentence=SentenceRules(int(p["sentence.min_chars"]), int(p["sentence.fallback_chars"]), int(p["sentence.max_tokens"])),
     )
     return config, ModelParams(p["model.path"] or None, p["model.device"], p["model.dtype"])

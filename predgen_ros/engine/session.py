@@ -15,7 +15,10 @@ The three policies differ only in what a new transcript does:
   preemptive  restarts its reply from scratch on every changed transcript
               (reusing the prompt's KV cache, like prefix caching);
   predgen     verifies its candidate against the new prompt in one pass,
-              keeps the accepted prefix and extends it.
+              keeps the accepted prefix and extends it.  With `anticipate`
+              it speculates on the model's guess of how the user's sentence
+              ends (engine/anticipate.py), and the words that follow the
+              guess cost no pass.
 
 A turn belongs to an utterance, not to a text: the same words said twice are
 two turns.  Topics are not ordered with each other, so a partial or the final
@@ -31,6 +34,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .anticipate import Guess, ends_sentence, on_track
 from .decode import ar_step, greedy_next, jacobi_step, ngram_draft
 from .lm import KVState, LanguageModel
 from .sentences import SentenceRules, split_first_sentence
@@ -67,6 +71,8 @@ class EngineConfig:
     margin_tokens: int = 2         # speculate this far past the first sentence
     max_new_tokens: int = 256      # whole reply; 0 = stop after the first sentence
     history_tokens: int = 1024     # earlier turns kept in the prompt (a long prompt slows every pass)
+    anticipate: bool = False       # predgen: speculate on the model's guess of the sentence's end
+    anticipate_tokens: int = 12    # at most this many tokens of guessed user text
     sentence: SentenceRules = field(default_factory=SentenceRules)
 
     def __post_init__(self):
@@ -89,6 +95,8 @@ class EngineConfig:
             raise ConfigError(f"exact_head must be >= 0, got {self.exact_head}")
         if self.jacobi_block < 1:
             raise ConfigError(f"jacobi_block must be >= 1, got {self.jacobi_block}")
+        if self.anticipate_tokens < 1:
+            raise ConfigError(f"anticipate_tokens must be >= 1, got {self.anticipate_tokens}")
         if self.history_tokens < 0:
             raise ConfigError(f"history_tokens must be >= 0 (0 keeps no history), got {self.history_tokens}")
 
@@ -116,6 +124,8 @@ class TurnStats:
     t_commit: float | None = None
     passes: list[tuple[float, float]] = field(default_factory=list)  # (start, stop) of each forward pass
     rounds: int = 0                  # verifications (predgen) or restarts (preemptive, baseline)
+    guess_passes: int = 0            # passes spent guessing how the user's sentence ends (anticipation)
+    anticipated: str = ""            # the latest anticipated user text
     final_accepted: int | None = None  # candidate tokens kept by the verification against the final
     final_candidate: int | None = None
     decode_tokens: int = 0
@@ -165,9 +175,32 @@ class Session:
             self.turn.t_first_partial = t
         self._heard_since_final = True
         self._latest = text
-        if self.config.policy != "baseline":
+        if self._anticipates():
+            self._anticipate(text)
+        elif self.config.policy != "baseline":
             self._set_target(text)
         return True
+
+    def _anticipates(self) -> bool:
+        """Guess the sentence's end: predgen with `anticipate`, until the final."""
+        return self.config.anticipate and self.config.policy == "predgen" and self.turn.t_final is None
+
+    def _anticipate(self, heard: str) -> None:
+        """Target the anticipated question: keep it while the words follow it, take a
+        complete sentence as it is, otherwise guess its end anew."""
+        if self._anticipated and on_track(self._anticipated, heard):
+            return
+        if self._guess is not None and on_track(self._guess.text(self.lm.decode), heard):
+            return  # the words follow the guess decoded so far: let it finish
+        if ends_sentence(heard):
+            self._guess = None
+            self._adopt(heard)
+        else:
+            self._start_guess(heard)
+
+    def _adopt(self, anticipated: str) -> None:
+        self._anticipated = self.turn.anticipated = anticipated
+        self._set_target(anticipated)
 
     def _is_late_partial(self, partial: str, t: float) -> bool:
         """A partial of the utterance already finalized, delivered after its final:
@@ -191,6 +224,7 @@ class Session:
         self.turn.t_final = t
         self.turn.utterance = utterance
         self.turn.t_speech_end = t_speech_end
+        self._guess, self._anticipated = None, ""  # the words are known now
         if self.config.policy != "baseline":
             self._set_target(text)
         return True
@@ -228,13 +262,15 @@ class Session:
     def has_work(self) -> bool:
         if self._done:
             return False
-        return self._needs_sync or self._wants_token() or self._ready_to_commit()
+        return self._guess is not None or self._needs_sync or self._wants_token() or self._ready_to_commit()
 
     def step(self) -> list[tuple[str, str]]:
         """At most one forward pass, then the emissions it made possible."""
         start = self.clock()
         passes = self.lm.stats.passes
-        if self._needs_sync:
+        if self._guess is not None:
+            self._continue_guess()
+        elif self._needs_sync:
             self._sync()
         elif self._wants_token():
             self._decode()
@@ -259,6 +295,9 @@ class Session:
         self._analysis: tuple[int, tuple[str, int] | None] | None = None  # (cache version, first sentence)
         self._ids_memo: tuple[int, int, list[int]] | None = None           # (cache version, end, its tokens)
         self._version = 0        # bumped by every change of the cache
+        self._guess: Guess | None = None  # the continuation of the user's text being decoded
+        self._anticipated = ""   # the anticipated user text the target answers ("" : none)
+        self._held: list[int] | None = None  # the candidate reply, kept aside while the cache guesses
         replies = [self.lm.encode_reply(reply) for _, reply in self.history] if self.config.copy_guard else []
         self._history_ngrams = reply_ngrams(replies)  # what a runner-up token may not copy
 
@@ -296,12 +335,48 @@ class Session:
         token = greedy_next(self.state)
         return [] if token in self.lm.stop_ids else [token]
 
+    def _start_guess(self, heard: str) -> None:
+        """Continue the user's text from `heard`; the cache leaves the reply, so the
+        candidate is held aside until the guess becomes the target."""
+        if self._held is None and self._synced_prompt:
+            self._held = self._reply_ids + self._pending()
+        self._guess = Guess(heard, self.lm.open_turn_ids(heard, self.history))
+        self._anticipated = ""
+        self._prompt, self._synced_prompt = [], []
+        self._needs_sync = False
+        self._version += 1
+
+    def _continue_guess(self) -> None:
+        """One pass of the guess; it ends at the end-of-message token, the end of a
+        sentence or `anticipate_tokens`, and its text becomes the target."""
+        guess = self._guess
+        keep = self.state.sync_prefix(guess.ids)
+        self.state.append(guess.ids[keep:])
+        self.turn.guess_passes += 1
+        self._version += 1
+        token = greedy_next(self.state)
+        if token != self.lm.end_of_user_id and token not in self.lm.stop_ids:
+            guess.tokens.append(token)
+            if not ends_sentence(self.lm.decode(guess.tokens)) and len(guess.tokens) < self.config.anticipate_tokens:
+                return
+        self._guess = None
+        self._adopt(guess.text(self.lm.decode))
+
+    def _candidate_to_verify(self) -> list[int] | None:
+        """predgen's reply so far (the pending greedy token included), or the held one."""
+        if self.config.policy != "predgen":
+            return None
+        if self._held is not None:
+            held, self._held = self._held, None
+            return held
+        return self._reply_ids + self._pending() if self._synced_prompt else None
+
     def _sync(self) -> None:
         """Bring the cache in line with a changed prompt (one pass)."""
         self._needs_sync = False
         self.turn.rounds += 1
-        if self.config.policy == "predgen" and self._synced_prompt:
-            candidate = self._reply_ids + self._pending()
+        candidate = self._candidate_to_verify()
+        if candidate is not None:
             kept = verify_candidate(self.state, self._prompt, candidate, self.config.accept_k,
                                     self.config.accept_gap, self.config.exact_head, self._history_ngrams)
             self._draft = candidate[kept + 1:]  # the rejected tail seeds the next Jacobi block

@@ -1,7 +1,8 @@
 """Side-by-side latency benchmark of the policies on a virtual clock (DESIGN.md §4-5).
 
-Every policy answers the same questions with the same loaded model, sentence
-detector and Piper voice.  Events happen at their scheduled times; compute
+Every setting (a policy with its engine configuration, under a label) answers
+the same questions with the same loaded model, sentence detector and Piper
+voice; the label "baseline" is the reference of every ratio.  Events happen at their scheduled times; compute
 advances the clock by its measured wall time; idle gaps are skipped.  Every
 latency is measured from the end of user speech, including any wait for work
 that was in flight when the user stopped.
@@ -42,6 +43,7 @@ class TurnRecord:
     jacobi_tokens: int
     first_sentence: str
     first_sentence_logprob: float
+    guess_nfe: int = 0                    # passes spent anticipating the end of the user's sentence
     not_top_share: float = float("nan")   # its tokens that were not the most likely under the complete prompt
     matches_baseline: bool | None = None
     rouge_l: float | None = None          # ROUGE-L F-measure against baseline's first sentence
@@ -117,6 +119,7 @@ def turn_record(question: Question, policy: str, turn: TurnStats, t_start: float
         nfe_tfs=turn.nfe_tfs,
         input_nfe=len(before_end),
         input_llm_s=sum(min(stop, t_end) - start for start, stop in before_end),
+        guess_nfe=turn.guess_passes,
         rounds=turn.rounds,
         final_accepted=turn.final_accepted,
         final_candidate=turn.final_candidate,
@@ -197,6 +200,7 @@ def summarize(records: list[TurnRecord], policies: list[str]) -> dict:
             "rouge_l_mean": _mean_or_none([r.rouge_l for r in rows if r.rouge_l is not None]),
             "nfe_tfs_p50": percentile([r.nfe_tfs for r in rows], 0.5),
             "input_nfe_mean": _mean_or_none([r.input_nfe for r in rows]),
+            "guess_nfe_mean": _mean_or_none([r.guess_nfe for r in rows]),
             "llm_load": sum(r.input_llm_s for r in rows) / speech_s if speech_s else None,
             "precomputed_share": _mean_or_none([r.nfe_tfs <= 1 for r in rows]),
             "jacobi_tokens_per_iteration": sum(r.jacobi_tokens for r in rows) / jacobi_passes if jacobi_passes else None,
@@ -270,8 +274,7 @@ def mark_matches(records: list[TurnRecord]) -> None:
 
 @dataclass
 class BenchSettings:
-    policies: list[str]
-    config: EngineConfig
+    variants: dict[str, EngineConfig]  # label -> configuration; "baseline" is the reference
     chars_per_second: float = 10.0
     endpoint_delay: float = 0.0
     conversation: bool = False  # keep the history across questions, like a robot dialogue
@@ -294,16 +297,22 @@ def context_history(lm: LanguageModel, config: EngineConfig, context: tuple[str,
     return list(session.history)
 
 
+def policy_variants(config: EngineConfig, policies: list[str]) -> dict[str, EngineConfig]:
+    """One setting per policy, labelled by the policy's name."""
+    return {p: replace(config, policy=p) for p in policies}
+
+
 def run_bench(lm: LanguageModel, tts: PiperSynthesizer, questions: list[Question], settings: BenchSettings, progress=None) -> list[TurnRecord]:
-    """All policies on all questions; one session (and one virtual clock) per policy on
+    """All settings on all questions; one session (and one virtual clock) per setting on
     the shared model.  Independent questions reset the history before each one (to
     the question's own context: MT-Bench turn 1 and its reply before turn 2)."""
-    clocks = {p: VirtualClock() for p in settings.policies}
-    sessions = {p: Session(lm, replace(settings.config, policy=p), clocks[p]) for p in settings.policies}
+    clocks = {label: VirtualClock() for label in settings.variants}
+    sessions = {label: Session(lm, config, clocks[label]) for label, config in settings.variants.items()}
+    reference = settings.variants["baseline"]
     records = []
     for question in questions:
         events, t_end = speak(question.text, settings.chars_per_second, settings.endpoint_delay)
-        history = context_history(lm, settings.config, question.context) if question.context and not settings.conversation else []
+        history = context_history(lm, reference, question.context) if question.context and not settings.conversation else []
         for policy, session in sessions.items():
             if not settings.conversation:
                 session.reset(history)
@@ -324,17 +333,19 @@ def fmt(value, spec: str) -> str:
 
 
 def format_table(summary: dict) -> str:
+    width = max([11] + [len(label) for label in summary])
     header = (
-        f"{'policy':<11} {'answered':>8} {'audio p50':>9} {'p90':>6} {'mean':>6} {'TTFS p50':>8} {'speedup':>7} {'NFE-TFS':>7} "
-        f"{'pre':>4} {'in-NFE':>6} {'load':>5} {'match':>5} {'rougeL':>6} {'logprob':>7} {'lp gap':>6} {'not-top':>7} {'repeat':>6} {'relev':>6} {'jac t/it':>8} {'dec t/s':>7}"
+        f"{'setting':<{width}} {'answered':>8} {'audio p50':>9} {'p90':>6} {'mean':>6} {'TTFS p50':>8} {'speedup':>7} {'NFE-TFS':>7} "
+        f"{'pre':>4} {'in-NFE':>6} {'guess':>5} {'load':>5} {'match':>5} {'rougeL':>6} {'logprob':>7} {'lp gap':>6} {'not-top':>7} {'repeat':>6} {'relev':>6} {'jac t/it':>8} {'dec t/s':>7}"
     )
     lines = [header, "-" * len(header)]
     for policy, s in summary.items():
         lines.append(
-            f"{policy:<11} {str(s['answered']) + '/' + str(s['asked']):>8} {fmt(s['audio_latency_p50_s'], '>8.3f')}s "
+            f"{policy:<{width}} {str(s['answered']) + '/' + str(s['asked']):>8} {fmt(s['audio_latency_p50_s'], '>8.3f')}s "
             f"{fmt(s['audio_latency_p90_s'], '>6.3f')} {fmt(s['audio_latency_mean_s'], '>6.3f')} "
             f"{fmt(s['ttfs_p50_s'], '>7.3f')}s {fmt(s['speedup_vs_baseline_p50'], '>6.2f')}x {fmt(s['nfe_tfs_p50'], '>7.1f')} "
-            f"{fmt(s['precomputed_share'], '>4.0%')} {fmt(s['input_nfe_mean'], '>6.1f')} {fmt(s['llm_load'], '>5.2f')} "
+            f"{fmt(s['precomputed_share'], '>4.0%')} {fmt(s['input_nfe_mean'], '>6.1f')} {fmt(s['guess_nfe_mean'], '>5.1f')} "
+            f"{fmt(s['llm_load'], '>5.2f')} "
             f"{fmt(s['first_sentence_match'], '>5.0%')} {fmt(s['rouge_l_mean'], '>6.3f')} {fmt(s['first_sentence_logprob_mean'], '>7.3f')} "
             f"{fmt(s['logprob_gap_to_baseline'], '>6.3f')} {fmt(s['not_top_share'], '>7.1%')} "
             f"{fmt(s['repeated_opening_share'], '>6.0%')} {fmt(s['relevance_mean'], '>6.3f')} "

@@ -217,7 +217,7 @@ def question_records(policy: str, markers: list[QuestionMarker], outcomes: list[
             qid=marker.qid, policy=policy, speech_s=speech_s,
             audio_latency_s=float(r["t_first_audio"]) - t_end, ttfs_s=float(r["t_commit"]) - t_end,
             nfe_tfs=int(r["nfe_tfs"]), input_nfe=int(r["input_nfe"]), input_llm_s=float(r["input_llm_s"]),
-            rounds=int(r["rounds"]), final_accepted=_int_or_none(r["accepted_tokens"]), final_candidate=_int_or_none(r["candidate_tokens"]),
+            guess_nfe=int(r["guess_nfe"]), rounds=int(r["rounds"]), final_accepted=_int_or_none(r["accepted_tokens"]), final_candidate=_int_or_none(r["candidate_tokens"]),
             decode_tokens=int(r["decode_tokens"]), decode_s=float(r["decode_s"]), jacobi_passes=int(r["jacobi_passes"]),
             jacobi_tokens=int(r["jacobi_tokens"]), first_sentence=r["first_sentence"], first_sentence_logprob=float("nan"),
         ))

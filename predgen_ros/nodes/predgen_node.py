@@ -29,7 +29,7 @@ PREDGEN_PARAMS = ENGINE_PARAMS
 REPORT_KEYS = (
     "turn", "policy", "transcript", "first_sentence", "history_turns", "prompt_tokens", "t_end_of_speech",
     "t_final_transcript", "t_commit", "t_first_audio", "audio_latency_s", "ttfs_s", "nfe_tfs", "accepted_tokens",
-    "candidate_tokens", "rounds", "input_nfe", "input_llm_s", "decode_tokens", "decode_s", "jacobi_passes", "jacobi_tokens",
+    "candidate_tokens", "rounds", "input_nfe", "input_llm_s", "guess_nfe", "decode_tokens", "decode_s", "jacobi_passes", "jacobi_tokens",
 )
 FIRST_AUDIO_TIMEOUT_S = 10.0  # report a turn without first-audio time after this long
 
@@ -171,6 +171,7 @@ class PredgenNode(Node):
             "rounds": turn.rounds,
             "input_nfe": len(turn.input_passes(t_end)),
             "input_llm_s": sum(min(stop, t_end) - start for start, stop in turn.input_passes(t_end)),
+            "guess_nfe": turn.guess_passes,
             "decode_tokens": turn.decode_tokens,
             "decode_s": turn.decode_seconds,
             "jacobi_passes": turn.jacobi_passes,

@@ -1,0 +1,49 @@
+"""Anticipation: speculate on how the user's sentence ends, not only on what was heard.
+
+Short utterances put the words that decide the answer at the end, when little
+time is left.  While the user speaks, the model continues the user's own text
+inside the user's message (greedily, to the end of the sentence), and the reply
+is speculated for that anticipated question.  Further words that follow the
+guess cost nothing; at the final the candidate is verified against the real
+prompt like any other, so with the exact verifier the reply stays the model's
+own answer to the question asked.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_SENTENCE_END = re.compile(r"[.?!][\"')\]]*$")
+_NOT_WORD = re.compile(r"[^\w\s]")
+
+
+def ends_sentence(text: str) -> bool:
+    """Whether `text` ends a sentence (., ? or !, maybe before a closing quote)."""
+    return bool(_SENTENCE_END.search(text.strip()))
+
+
+def _words(text: str) -> str:
+    """Case and punctuation dropped: an ASR writes neither the way the model does."""
+    return " ".join(_NOT_WORD.sub("", text.lower()).split())
+
+
+def on_track(anticipated: str, heard: str) -> bool:
+    """Whether the words heard so far are a beginning of the anticipated text."""
+    return _words(anticipated).startswith(_words(heard))
+
+
+@dataclass
+class Guess:
+    """A continuation of the user's text being decoded, one token a pass."""
+
+    heard: str             # the partial it continues
+    open_ids: list[int]    # the prompt up to the user's last word, the message still open
+    tokens: list[int] = field(default_factory=list)
+
+    @property
+    def ids(self) -> list[int]:
+        return self.open_ids + self.tokens
+
+    def text(self, decode) -> str:
+        """The anticipated user text: what was heard plus the continuation."""
+        return " ".join((self.heard + decode(self.tokens)).split())
