@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .engine.models import ModelError
@@ -43,8 +43,10 @@ def _add_bench_options(parser: argparse.ArgumentParser) -> None:
     """The options bench and frontier share: questions, engine settings, model."""
     parser.add_argument("--questions", type=Path, default=None, help="MT-Bench .jsonl or a text file, one question a line (default: MT-Bench turn 1)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N questions")
-    parser.add_argument("--turn", type=int, choices=(1, 2), default=1,
-                        help="MT-Bench turn; 2 asks each follow-up after turn 1 and the model's own reply to it (default 1)")
+    parser.add_argument("--turn", type=_comma_list(int), default=[1],
+                        help="MT-Bench turn; 2 asks each follow-up after turn 1 and the model's own reply to it; 1,2 both (default 1)")
+    parser.add_argument("--max-chars", type=int, default=None,
+                        help="only questions shorter than this many characters (80 = 8 s of speech at 600 chars/min)")
     parser.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file whose predgen_node section sets the defaults (e.g. config/predgen.yaml)")
     parser.add_argument("--verifier", choices=VERIFIERS, default=None,
                         help="exact (default, lossless), topk (the paper's setting), margin or minp")
@@ -194,16 +196,32 @@ class BenchJob:
 def _bench_job(args: argparse.Namespace) -> BenchJob:
     """Questions and settings checked (one-line errors) before the model loads."""
     from .engine.params import engine_config
-    from .eval.questions import load_questions
 
     if args.limit is not None and args.limit < 1:
         raise ConfigError(f"--limit must be >= 1, got {args.limit}")
-    if args.turn > 1 and args.conversation:
+    if not set(args.turn) <= {1, 2} or len(set(args.turn)) < len(args.turn):
+        raise ConfigError(f"--turn takes 1, 2 or 1,2, got {','.join(map(str, args.turn))}")
+    if 2 in args.turn and args.conversation:
         raise ConfigError("--turn 2 asks each follow-up after its own turn 1; it cannot be combined with --conversation")
-    questions = load_questions(args.questions, args.limit, args.turn)
+    questions = _questions_of_turns(args.questions, args.limit, args.turn)
+    if args.max_chars is not None:
+        questions = [q for q in questions if len(q.text) < args.max_chars]
+        if not questions:
+            raise ConfigError(f"no question is shorter than --max-chars {args.max_chars}")
     params = _bench_params(args)
     config, model_params = engine_config(params)
     return BenchJob(questions, config, float(params.get("endpoint_delay", 0.0)), model_params)
+
+
+def _questions_of_turns(path, limit: int | None, turns: list[int]) -> list:
+    """The questions of each MT-Bench turn asked; with both, a turn-2 id gets the suffix ".2"."""
+    from .eval.questions import load_questions
+
+    questions = []
+    for turn in turns:
+        loaded = load_questions(path, limit, turn)
+        questions += loaded if len(turns) == 1 or turn == 1 else [replace(q, qid=f"{q.qid}.2") for q in loaded]
+    return questions
 
 
 def _run_variants(job: BenchJob, variants: dict, chars_per_minute: float, conversation: bool, desc: str = "bench"):
@@ -231,7 +249,7 @@ def _bench_meta(job: BenchJob, args: argparse.Namespace, **extra) -> dict:
         "questions": len(job.questions), "verifier": config.verifier, "k": config.top_k, "max_gap": config.max_gap, "margin": config.margin,
         "min_p": config.min_p, "exact_head": config.exact_head, "copy_guard": config.copy_guard, "anticipate": config.anticipate,
         "anticipate_tokens": config.anticipate_tokens, "decoder": config.decoder, "jacobi_block": config.jacobi_block,
-        "endpoint_delay_s": job.endpoint_delay, "conversation": args.conversation, "history_tokens": config.history_tokens, "turn": args.turn,
+        "endpoint_delay_s": job.endpoint_delay, "conversation": args.conversation, "history_tokens": config.history_tokens, "turn": args.turn, "max_chars": args.max_chars,
         "model": job.model_params.path or "smollm2-135m-instruct", "device": str(job.lm.device), "dtype": str(job.lm.model.dtype), **extra,
     }
 
@@ -245,7 +263,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     records, summary, by_duration, ties = _run_variants(job, bench.policy_variants(job.config, policies), args.chars_per_minute, args.conversation)
     config = job.config
     conversation = f" in one conversation (history {config.history_tokens} tokens)" if args.conversation else ""
-    turn = f" (MT-Bench turn {args.turn}, after turn 1 and the model's reply)" if args.turn > 1 else ""
+    turn = f" (MT-Bench turns {','.join(map(str, args.turn))}; turn 2 after turn 1 and the model's reply)" if 2 in args.turn else ""
     anticipate = ", anticipation" if config.anticipate else ""
     print(f"\n{len(job.questions)} questions{turn}{conversation}, verifier={describe_verifier(config)}{anticipate}, "
           f"decoder={config.decoder}, endpoint delay={job.endpoint_delay}s, device={job.lm.device}")
@@ -267,8 +285,6 @@ def _print_mismatches(label: str, rows: list[dict]) -> None:
 
 
 def cmd_frontier(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
     from .eval import bench
     from .eval.frontier import format_frontier, frontier_variants, run_label, write_frontier
 

@@ -5,8 +5,10 @@ import json
 import pytest
 
 from predgen_ros.engine.sentences import SentenceRules
+from predgen_ros.engine.session import ConfigError, EngineConfig
 from predgen_ros.eval.bench import (TurnRecord, context_history, format_duration_table, mark_matches, summarize,
                                     summarize_by_duration)
+from predgen_ros.eval.frontier import frontier_variants, parse_setting
 from predgen_ros.eval.questions import QuestionError, load_questions
 
 
@@ -71,3 +73,41 @@ def test_a_follow_up_is_asked_after_the_models_own_reply_to_turn_1(tiny_lm, make
     session = make_session(tiny_lm, policy="predgen", history_tokens=10_000)
     session.reset(history)
     assert session.history == history
+
+
+@pytest.mark.parametrize("spec, expected", [
+    ("exact", dict(verifier="exact", anticipate=False)),
+    ("exact+anticipate", dict(verifier="exact", anticipate=True)),
+    ("margin=0.1", dict(verifier="margin", margin=0.1)),
+    ("minp=0.3+anticipate", dict(verifier="minp", min_p=0.3, anticipate=True)),
+    ("topk=5", dict(verifier="topk", top_k=5)),
+])
+def test_a_frontier_setting_names_its_verifier_value_and_anticipation(spec, expected):
+    base = EngineConfig(policy="baseline", max_gap=2.0)
+    config = parse_setting(spec, base)
+    assert config.policy == "predgen" and config.max_gap == 2.0  # the guards come from the common configuration
+    for name, value in expected.items():
+        assert getattr(config, name) == value
+
+
+@pytest.mark.parametrize("spec, needle", [("fuzzy", "unknown verifier"), ("exact=1", "takes no value"),
+                                          ("margin=wide", "not a valid margin"), ("minp=2", "min_p must lie")])
+def test_a_bad_frontier_setting_is_named(spec, needle):
+    with pytest.raises(ConfigError, match=needle):
+        parse_setting(spec, EngineConfig())
+
+
+def test_the_frontier_compares_every_setting_with_one_baseline():
+    variants = frontier_variants(["exact", "margin=0.25+anticipate"], EngineConfig(anticipate=True))
+    assert list(variants) == ["baseline", "exact", "margin=0.25+anticipate"]
+    assert variants["baseline"].policy == "baseline" and not variants["baseline"].anticipate
+    with pytest.raises(ConfigError, match="given twice"):
+        frontier_variants(["exact", "exact"], EngineConfig())
+
+
+def test_both_turns_are_asked_with_distinct_ids():
+    from predgen_ros.cli import _questions_of_turns
+
+    questions = _questions_of_turns(None, 2, [1, 2])
+    assert [q.qid for q in questions] == ["81", "82", "81.2", "82.2"]
+    assert questions[2].context == (questions[0].text,) and not questions[0].context

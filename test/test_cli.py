@@ -42,3 +42,10 @@ def test_malformed_question_file(tmp_path):
 )
 def test_unknown_policy_verifier_or_decoder(args, needle):
     assert_one_line_error(run_cli("bench", *args), needle)
+
+
+@pytest.mark.parametrize("args, needle", [(["--settings", "exact,fuzzy"], "fuzzy"), (["--settings", "exact", "--rates", "600,fast"], "--rates"),
+                                          (["--settings", "exact", "--history", "0,512"], "--conversation"),
+                                          (["--settings", "exact", "--turn", "3"], "--turn"), (["--settings", "exact", "--max-chars", "5"], "shorter than")])
+def test_a_bad_frontier_option_is_one_line(args, needle):
+    assert_one_line_error(run_cli("frontier", *args), needle)
