@@ -81,6 +81,7 @@ def test_a_follow_up_is_asked_after_the_models_own_reply_to_turn_1(tiny_lm, make
     ("margin=0.1", dict(verifier="margin", margin=0.1)),
     ("minp=0.3+anticipate", dict(verifier="minp", min_p=0.3, anticipate=True)),
     ("topk=5", dict(verifier="topk", top_k=5)),
+    ("exact+anticipate=4", dict(verifier="exact", anticipate=True, anticipate_tokens=4)),
 ])
 def test_a_frontier_setting_names_its_verifier_value_and_anticipation(spec, expected):
     base = EngineConfig(policy="baseline", max_gap=2.0)
@@ -91,7 +92,8 @@ def test_a_frontier_setting_names_its_verifier_value_and_anticipation(spec, expe
 
 
 @pytest.mark.parametrize("spec, needle", [("fuzzy", "unknown verifier"), ("exact=1", "takes no value"),
-                                          ("margin=wide", "not a valid margin"), ("minp=2", "min_p must lie")])
+                                          ("margin=wide", "not a valid margin"), ("minp=2", "min_p must lie"),
+                                          ("exact+anticipate4", "anticipate=TOKENS"), ("exact+anticipate=0", "anticipate_tokens must be")])
 def test_a_bad_frontier_setting_is_named(spec, needle):
     with pytest.raises(ConfigError, match=needle):
         parse_setting(spec, EngineConfig())

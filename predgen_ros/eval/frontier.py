@@ -1,7 +1,8 @@
 """The quality-latency frontier: many engine settings against one baseline, on one loaded model.
 
-A setting is written `KIND[=VALUE][+anticipate]`: `exact`, `topk=3`,
-`margin=0.25` (nats), `minp=0.5`, each optionally with anticipation.  The
+A setting is written `KIND[=VALUE][+anticipate[=TOKENS]]`: `exact`, `topk=3`,
+`margin=0.25` (nats), `minp=0.5`, each optionally with anticipation (and its
+cap on guessed tokens).  The
 guards of the lossy verifiers (max gap, exact head, copy guard) come from the
 common engine configuration.  A frontier run may repeat the comparison at
 several speaking rates and history budgets (issue 13, item 6); each run has its
@@ -19,17 +20,20 @@ from .bench import fmt
 
 # The verifier parameter each kind's `=VALUE` sets, and how to read it.
 _VALUE_FIELD = {"topk": ("top_k", int), "margin": ("margin", float), "minp": ("min_p", float)}
-ANTICIPATE_SUFFIX = "+anticipate"
+ANTICIPATE = "+anticipate"
 
 
 def parse_setting(spec: str, base: EngineConfig) -> EngineConfig:
     """The predgen configuration a setting names; a bad one raises ConfigError naming it."""
-    text = spec.strip()
-    anticipate = text.endswith(ANTICIPATE_SUFFIX)
-    kind, _, value = text.removesuffix(ANTICIPATE_SUFFIX).partition("=")
+    verifier, _, anticipation = spec.strip().partition(ANTICIPATE)
+    kind, _, value = verifier.partition("=")
     if kind not in VERIFIERS:
-        raise ConfigError(f"setting {spec!r}: unknown verifier {kind!r}, write KIND[=VALUE][+anticipate] with KIND one of {', '.join(VERIFIERS)}")
-    changes = {"policy": "predgen", "verifier": kind, "anticipate": anticipate}
+        raise ConfigError(f"setting {spec!r}: unknown verifier {kind!r}, write KIND[=VALUE][+anticipate[=TOKENS]] with KIND one of {', '.join(VERIFIERS)}")
+    changes = {"policy": "predgen", "verifier": kind, "anticipate": ANTICIPATE in spec}
+    if anticipation:
+        if not anticipation.startswith("=") or not anticipation[1:].isdigit():
+            raise ConfigError(f"setting {spec!r}: write +anticipate or +anticipate=TOKENS")
+        changes["anticipate_tokens"] = int(anticipation[1:])
     if value:
         if kind not in _VALUE_FIELD:
             raise ConfigError(f"setting {spec!r}: the exact verifier takes no value")
