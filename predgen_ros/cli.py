@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench_options(bench)
     bench.add_argument("--policies", type=_policy_list, default=list(POLICIES), help="comma-separated, from baseline,preemptive,predgen")
     bench.add_argument("--anticipate", action=argparse.BooleanOptionalAction, default=None,
-                       help="predgen: also speculate on the model's guess of how the user's sentence ends")
+                       help="predgen: also speculate on the model's guess of how the user's sentence ends (default: on; --no-anticipate: off)")
     bench.add_argument("--chars-per-minute", type=float, default=600.0, help="speaking rate of the simulated user (default 600)")
     bench.add_argument("--history-tokens", type=int, default=None,
                        help="history kept in the prompt, in tokens (default 1024)")

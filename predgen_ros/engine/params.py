@@ -30,7 +30,7 @@ ENGINE_PARAMS: dict[str, tuple[Any, str]] = {
     "generation.margin_tokens": (2, "speculate this many tokens past the first sentence"),
     "generation.max_new_tokens": (256, "reply length in tokens; 0 = first sentence only"),
     "generation.history_tokens": (1024, "earlier turns kept in the prompt, in tokens; the oldest go first"),
-    "generation.anticipate": (False, "predgen: also speculate on the model's guess of how the user's sentence ends"),
+    "generation.anticipate": (True, "predgen: also speculate on the model's guess of how the user's sentence ends"),
     "generation.anticipate_tokens": (12, "anticipation: at most this many tokens of guessed user text"),
     "sentence.min_chars": (20, "shorter first sentences are merged with the next"),
     "sentence.fallback_chars": (160, "unpunctuated replies are cut at a word boundary here"),

@@ -71,7 +71,7 @@ class EngineConfig:
     margin_tokens: int = 2         # speculate this far past the first sentence
     max_new_tokens: int = 256      # whole reply; 0 = stop after the first sentence
     history_tokens: int = 1024     # earlier turns kept in the prompt (a long prompt slows every pass)
-    anticipate: bool = False       # predgen: speculate on the model's guess of the sentence's end
+    anticipate: bool = True        # predgen: speculate on the model's guess of the sentence's end (README: Recommendation)
     anticipate_tokens: int = 12    # at most this many tokens of guessed user text
     sentence: SentenceRules = field(default_factory=SentenceRules)
 
