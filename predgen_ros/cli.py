@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .audio.asr import VADS
+from .audio.endpoint import DEFAULT_ENDPOINT_POLICIES
 from .engine.models import ModelError
 from .engine.session import DECODERS, POLICIES, VERIFIERS, ConfigError
 
@@ -123,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     make_bag.add_argument("--gap", type=float, default=3.0, help="silence before each question, s (default 3)")
     make_bag.add_argument("--final-from-partial", action="store_true",
                           help="the final is the last partial, sent at the endpoint (skips the recognizer's slower closing re-decode)")
+    make_bag.add_argument("--hesitations", type=float, default=0.0, metavar="P",
+                          help="a pause of 0.3-1.0 s at a word boundary inside P %% of the questions (default 0)")
+    make_bag.add_argument("--seed", type=int, default=0, help="which questions hesitate, where and how long (default 0)")
 
     info = sub.add_parser("bag-info", help="summary of a bag, like `ros2 bag info`")
     info.add_argument("bag", type=Path, help="bag folder (or its .mcap file)")
@@ -138,6 +144,19 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--keep-history", action="store_true", help="keep the conversation history across questions (default: reset before each)")
     ev.add_argument("--reply-timeout", type=float, default=120.0,
                     help="seconds to wait for a question's reply before replaying the next one (default 120)")
+
+    ends = sub.add_parser("endpoints", help="score endpoint policies offline on a bag's audio (ASR only, no graph): delay, false endpoints")
+    ends.add_argument("--bag", type=Path, required=True, help="bag made by make-bag (with --hesitations to see false endpoints)")
+    ends.add_argument("--policies", type=_comma_list(str), default=list(DEFAULT_ENDPOINT_POLICIES),
+                      help="comma-separated fixed_<seconds>, smart_turn, llm, fused (default fixed_0.35,fixed_0.8,smart_turn,llm,fused)")
+    ends.add_argument("--vad", choices=VADS, default="silero", help="voice activity detector (default silero)")
+    ends.add_argument("--pause", type=float, default=0.15, help="the short pause that asks the estimates, s (default 0.15)")
+    ends.add_argument("--silence", type=float, default=0.35, help="fused: the pause when one estimate says complete, s (default 0.35)")
+    ends.add_argument("--max-silence", type=float, default=1.0, help="the longest wait, s (default 1.0)")
+    ends.add_argument("--audio-threshold", type=float, default=0.5, help="Smart Turn probability that means complete (default 0.5)")
+    ends.add_argument("--text-threshold", type=float, default=0.001, help="LLM end-of-message probability that means complete (default 0.001)")
+    ends.add_argument("--limit", type=int, default=None, help="only the first N questions of the bag")
+    ends.add_argument("--out", type=Path, default=Path("endpoints-out"), help="summary.json and endpoints.md go here (default endpoints-out)")
 
     stress = sub.add_parser("stress", help="soak the ROS 2 graph with many turns, then inject faults; prints one summary line")
     stress.add_argument("--turns", type=int, default=300, help="utterances of the soak (default 300)")
@@ -392,10 +411,12 @@ def cmd_make_bag(args: argparse.Namespace) -> int:
 
     if args.limit is not None and args.limit < 1:
         raise ConfigError(f"--limit must be >= 1, got {args.limit}")
+    if not 0 <= args.hesitations <= 100:
+        raise ConfigError(f"--hesitations is a percentage of the questions, 0 to 100; got {args.hesitations}")
     questions = load_questions(args.questions, args.limit)
     out = args.out or _default_bag_folder(args.limit)
     settings = BagSettings("vosk" if args.vosk_model else "pocketsphinx", args.vosk_model or "", args.endpoint_silence, args.gap,
-                           redecode_final=not args.final_from_partial)
+                           redecode_final=not args.final_from_partial, hesitations=args.hesitations, seed=args.seed)
     out.parent.mkdir(parents=True, exist_ok=True)
     try:
         with tqdm(total=len(questions), desc="make-bag", unit="utterance") as bar:
@@ -411,6 +432,59 @@ def cmd_bag_info(args: argparse.Namespace) -> int:
     from .eval.bags import bag_summary
 
     print(bag_summary(args.bag))
+    return 0
+
+
+def _embedded_lm():
+    from .engine.lm import LanguageModel
+    from .engine.models import load_pretrained
+
+    model, tokenizer = load_pretrained(None, "cpu", "float32")
+    return LanguageModel(model, tokenizer)
+
+
+def cmd_endpoints(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from tqdm import tqdm
+
+    from .audio.asr import AsrError
+    from .audio.endpoint import EndpointConfig, EndpointError
+    from .eval import endpoints as ep
+
+    if args.limit is not None and args.limit < 1:
+        raise ConfigError(f"--limit must be >= 1, got {args.limit}")
+    try:
+        base = EndpointConfig(silence_s=args.silence, pause_s=args.pause, max_silence_s=args.max_silence,
+                              audio_threshold=args.audio_threshold, text_threshold=args.text_threshold)
+        configs = {name: ep.endpoint_config(name, base) for name in args.policies}
+    except (EndpointError, ep.BagError) as err:
+        raise ConfigError(str(err)) from None
+    audio, markers, t0_ns = ep.load_audio(args.bag, args.limit)
+    text_estimate = ep.TextEstimator(_embedded_lm())
+    smart_turn = None
+    if any(c.uses_audio for c in configs.values()):
+        from .audio.turn_models import SmartTurn
+
+        smart_turn = SmartTurn()
+    runs, policies = {}, {}
+    try:
+        with tqdm(total=len(audio) * len(configs), desc="endpoints", unit="chunk") as bar:
+            for name, config in configs.items():
+                bar.set_postfix_str(name)
+                runs[name] = ep.run_policy(name, config, audio, args.vad, text_estimate, smart_turn, bar.update)
+                policies[name] = ep.summarize(name, config, ep.outcomes(runs[name], markers, t0_ns))
+    except AsrError as err:
+        raise ConfigError(str(err)) from None
+    reference = runs.get("fixed_0.8") or next(iter(runs.values()))  # the fewest split questions
+    summary = {"bag": str(args.bag), "questions": len(markers), "vad": args.vad, "settings": asdict(base),
+               "endpoint_policies": policies, "text_signal": ep.text_signal_auc(reference, markers, t0_ns, text_estimate)}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
+    table = ep.format_table(summary)
+    (args.out / "endpoints.md").write_text(table + "\n")
+    print(table)
+    print(f"wrote {args.out}/summary.json, endpoints.md")
     return 0
 
 
@@ -445,7 +519,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 1 if unanswered else 0
 
 
-COMMANDS = {"bench": cmd_bench, "frontier": cmd_frontier, "bringup": cmd_bringup, "demo": cmd_demo, "make-bag": cmd_make_bag, "bag-info": cmd_bag_info, "eval": cmd_eval, "stress": cmd_stress}
+COMMANDS = {"bench": cmd_bench, "frontier": cmd_frontier, "bringup": cmd_bringup, "demo": cmd_demo, "make-bag": cmd_make_bag, "endpoints": cmd_endpoints, "bag-info": cmd_bag_info, "eval": cmd_eval, "stress": cmd_stress}
 
 
 def main(argv: list[str] | None = None) -> int:

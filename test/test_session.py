@@ -112,7 +112,9 @@ def test_words_that_follow_the_guess_cost_no_pass_and_its_final_commits_at_once(
     assert guessed.startswith("what is the") and guessed != "what is the"
     assert 1 <= session.turn.guess_passes <= 3
     passes = tiny_lm.stats.passes
-    assert session.partial(guessed, 0.5) and not session.has_work()  # the user said what the model guessed
+    assert session.partial(guessed, 0.5)  # the user said what the model guessed: nothing to compute,
+    assert [kind for kind, _ in session.step()] == ["end_probability"]  # only its end-of-turn estimate to tell
+    assert not session.has_work()
     session.final(guessed, 1.0)
     session.end_of_turn(1.0)
     while session.has_work():

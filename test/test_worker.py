@@ -167,3 +167,30 @@ def test_an_error_in_a_turn_is_logged_and_the_next_turn_served(tiny_lm, caplog):
         assert recorder.emissions[-1][2].user_text == "Second question?"
     finally:
         worker.stop()
+
+
+def test_words_after_an_early_final_cancel_its_end_of_turn(tiny_lm):
+    """The user went on within the endpoint delay: the robot does not answer the cut
+    question when the old end of turn falls due; it answers the whole one."""
+    recorder = Recorder()
+    worker = EngineWorker(Session(tiny_lm, EngineConfig(policy="predgen", max_new_tokens=4), time.time), recorder, endpoint_delay=0.2)
+    now = time.time()
+    worker.mailbox.post(Event("partial", "what is the capital", now))
+    worker.mailbox.post(Event("final", "what is the capital", now))
+    worker.mailbox.post(Event("partial", "what is the capital of france", now + 0.1))
+    worker.start()
+    try:
+        def settled():  # the continuation was taken in, and the cut question's end of turn is past due
+            heard = ("end_probability", "what is the capital of france") in [(kind, text) for kind, text, _ in recorder.emissions]
+            return heard and time.time() > now + 0.3 and not worker.busy()
+
+        deadline = time.time() + 60
+        while not settled() and time.time() < deadline:
+            time.sleep(0.05)
+        assert settled()
+        assert not [kind for kind, _, _ in recorder.emissions if kind in ("commit", "done")]
+        worker.mailbox.post(Event("final", "what is the capital of france", time.time()))
+        assert recorder.done.wait(60)
+        assert [user for user, _ in worker.session.history] == ["what is the capital of france"]
+    finally:
+        worker.stop()

@@ -1,8 +1,9 @@
 """Streaming speech recognition: audio chunks in, partial and final transcripts out.
 
 `StreamingAsr` cuts the audio into utterances with a voice activity detector
-(an utterance ends after `endpoint_silence` seconds without speech) and asks a
-recognizer backend for the current hypothesis after every chunk.  Backends:
+(WebRTC's, from pocketsphinx, or Silero) and an endpoint policy (a fixed
+trailing silence, or a short pause when the turn looks complete: endpoint.py),
+and asks a recognizer backend for the current hypothesis after every chunk.  Backends:
 pocketsphinx (English model shipped in its wheel) and vosk (any vosk model
 folder).  Audio is 16 kHz mono int16 throughout.
 """
@@ -16,8 +17,13 @@ from typing import Iterator, Protocol
 
 import numpy as np
 
+from ..transcripts import same_words
+from .endpoint import EndpointConfig, Endpointer
+
 SAMPLE_RATE = 16000
 BACKENDS = ("pocketsphinx", "vosk", "text")
+VADS = ("webrtc", "silero")
+SMART_TURN_WINDOW_S = 8.0  # the utterance audio kept for Smart Turn (it reads the last 8 s)
 
 
 class AsrError(RuntimeError):
@@ -106,29 +112,65 @@ def make_recognizer(backend: str, vosk_model_path: str = "") -> Recognizer:
     raise AsrError(f"unknown ASR backend {backend!r}: choose one of {', '.join(BACKENDS)}")
 
 
+def make_vad(kind: str = "webrtc", mode: int = 2):
+    """A voice activity detector with `frame_bytes` and `is_speech(frame)`."""
+    if kind == "webrtc":
+        import pocketsphinx
+
+        return pocketsphinx.Vad(mode, SAMPLE_RATE)
+    if kind == "silero":
+        from .turn_models import SileroVad
+
+        return SileroVad()
+    raise AsrError(f"unknown VAD {kind!r}: choose one of {', '.join(VADS)}")
+
+
 class StreamingAsr:
     """Utterance segmentation by voice activity, and transcripts on change."""
 
-    def __init__(self, recognizer: Recognizer, endpoint_silence: float = 0.5, vad_mode: int = 2, redecode_final: bool = True):
+    def __init__(self, recognizer: Recognizer, endpoint_silence: float = 0.5, vad_mode: int = 2, redecode_final: bool = True,
+                 endpointer: Endpointer | None = None, vad=None):
         """`redecode_final` False: the final is the last hypothesis, published at the
-        endpoint; the recognizer's closing pass runs when the next utterance starts."""
-        import pocketsphinx
-
+        endpoint; the recognizer's closing pass runs when the next utterance starts.
+        `endpointer` None: a fixed `endpoint_silence`; `vad` None: WebRTC's at `vad_mode`."""
         self.recognizer = recognizer
         self.redecode_final = redecode_final
         self._closing = False
-        self.endpoint_silence = endpoint_silence
-        self.vad = pocketsphinx.Vad(vad_mode, SAMPLE_RATE)
+        self.endpointer = endpointer or Endpointer(EndpointConfig(silence_s=endpoint_silence))
+        self.vad = vad or make_vad("webrtc", vad_mode)
         self._frame = self.vad.frame_bytes
         self._buffer = b""
         self._t = 0.0                 # stream time at the end of the audio seen so far
         self._in_utterance = False
         self._last_voiced = 0.0
         self._hypothesis = ""
+        self._audio = bytearray()     # the utterance's latest audio, for Smart Turn
+        self._text_estimate: tuple[str, float] | None = None  # (hypothesis, P(the user is done)) from the LLM
+        self._early: tuple[str, float] | None = None  # (text, speech end) of the last final a pause decided
+        self._prefix = ""             # that final's text, while the user goes on after it
 
     @property
     def in_utterance(self) -> bool:
         return self._in_utterance
+
+    @property
+    def hypothesis(self) -> str:
+        return self._hypothesis
+
+    @property
+    def utterance_audio(self) -> bytes:
+        """The current utterance's audio so far (at most its last 8 s)."""
+        return bytes(self._audio)
+
+    def text_estimate(self, heard: str, probability: float) -> None:
+        """The LLM's probability that the user is done after `heard` (the endpoint
+        policies `llm` and `fused` use it while `heard` is the hypothesis)."""
+        self._text_estimate = (heard, probability)
+
+    def _current_text_estimate(self) -> float | None:
+        if self._text_estimate is None or not same_words(self._text_estimate[0], self._hypothesis):
+            return None
+        return self._text_estimate[1]
 
     def feed(self, pcm: bytes) -> list[AsrEvent]:
         """One chunk of 16 kHz int16 audio; events it produced."""
@@ -137,20 +179,48 @@ class StreamingAsr:
         events: list[AsrEvent] = []
         if voiced is not None:
             self._last_voiced = voiced
+            self.endpointer.speech()
             if not self._in_utterance:
                 self._in_utterance = True
                 self._hypothesis = ""
+                self._prefix = self._continued_text(voiced)
+                if not self._prefix:
+                    self._audio.clear()
                 self._close_recognizer()
                 self.recognizer.start()
         if not self._in_utterance:
             return events
-        text = " ".join(self.recognizer.accept(pcm).split())
+        self._keep_audio(pcm)
+        text = self._with_prefix(self.recognizer.accept(pcm))
         if text and text != self._hypothesis:
             self._hypothesis = text
             events.append(AsrEvent("partial", text, self._t))
-        if self._t - self._last_voiced >= self.endpoint_silence:
+        if self.endpointer.ends(self._t - self._last_voiced, self._current_text_estimate()):
             events += self.flush()
+            if events and events[-1].kind == "final":
+                self._early = (events[-1].text, self._last_voiced)
         return events
+
+    def _with_prefix(self, hypothesis: str) -> str:
+        return " ".join(f"{self._prefix} {hypothesis}".split()) if hypothesis.strip() else ""
+
+    def _continued_text(self, t_voice: float) -> str:
+        """The early final this speech continues ("" when it starts a new utterance)."""
+        early, self._early = self._early, None
+        if early is None or t_voice - early[1] > self.endpointer.config.continuation_s:
+            return ""
+        return early[0]
+
+    def listening_for_more(self) -> bool:
+        """Whether the user may still go on after an early final (a caller that mutes
+        the microphone while the robot speaks must not mute it yet)."""
+        return self._early is not None and self._t - self._early[1] <= self.endpointer.config.continuation_s
+
+    def _keep_audio(self, pcm: bytes) -> None:
+        self._audio += pcm
+        excess = len(self._audio) - int(SMART_TURN_WINDOW_S * SAMPLE_RATE) * 2
+        if excess > 0:
+            del self._audio[:excess]
 
     def skip(self, pcm: bytes) -> list[AsrEvent]:
         """Audio that is not listened to (the robot is speaking): the stream clock
@@ -168,7 +238,7 @@ class StreamingAsr:
             return []
         self._in_utterance = False
         self._closing = True
-        text = self._close_recognizer() if self.redecode_final else ""
+        text = self._with_prefix(self._close_recognizer()) if self.redecode_final else ""
         text = text or self._hypothesis
         if not text:
             return []  # noise that never became words

@@ -13,8 +13,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..transcripts import words
+
 _SENTENCE_END = re.compile(r"[.?!][\"')\]]*$")
-_NOT_WORD = re.compile(r"[^\w\s]")
 
 
 def ends_sentence(text: str) -> bool:
@@ -22,14 +23,9 @@ def ends_sentence(text: str) -> bool:
     return bool(_SENTENCE_END.search(text.strip()))
 
 
-def _words(text: str) -> str:
-    """Case and punctuation dropped: an ASR writes neither the way the model does."""
-    return " ".join(_NOT_WORD.sub("", text.lower()).split())
-
-
 def on_track(anticipated: str, heard: str) -> bool:
     """Whether the words heard so far are a beginning of the anticipated text."""
-    return _words(anticipated).startswith(_words(heard))
+    return words(anticipated).startswith(words(heard))
 
 
 @dataclass

@@ -127,6 +127,15 @@ class LanguageModel:
         messages.append({"role": "user", "content": user_text})
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
+    def user_end(self, prompt: list[int]) -> int:
+        """Position of the end-of-user-message token in a full prompt."""
+        return len(prompt) - self._turn_end_len
+
+    def end_of_user_probability(self, logits: torch.Tensor) -> float:
+        """The model's probability that the user's message ends here, from the row of
+        logits that predicts the token after the user's last word."""
+        return float(logits.softmax(dim=-1)[self.end_of_user_id])
+
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
@@ -181,6 +190,8 @@ class KVState:
     tokens: list[int] = field(default_factory=list)
     cache: DynamicCache = field(default_factory=DynamicCache)
     next_logits: torch.Tensor | None = None
+    watch: int | None = None              # a position whose predicting logits a pass keeps...
+    watched: torch.Tensor | None = None   # ...here (the end-of-turn signal rides on passes already run)
 
     def crop(self, length: int) -> None:
         """Keep only the first `length` tokens (their logits are forgotten)."""
@@ -196,7 +207,10 @@ class KVState:
 
     def append(self, ids: list[int]) -> torch.Tensor:
         """One forward pass over `ids`; returns their logits (row j predicts ids[j+1])."""
+        start = len(self.tokens)
         logits = self.lm.forward(ids, self.cache)
+        if self.watch is not None and start < self.watch <= start + len(ids):
+            self.watched = logits[self.watch - start - 1].clone()
         self.tokens.extend(ids)
         self.next_logits = logits[-1]
         return logits

@@ -26,6 +26,12 @@ of an utterance may arrive again after its final; such a copy is recognized by
 the utterance number the ASR gives (`asr/speech_end`), or, without one, by
 arriving within LATE_COPY_WINDOW_S of the final (a final: with no partial
 heard in between).
+
+An endpoint policy that ends the utterance at a short pause (asr_node) can be
+early: a partial that adds words to the turn's final within
+CONTINUATION_WINDOW_S is the user going on, not a new question.  The turn
+listens again: its reply is unsaid (dropped from the history), and its
+candidate is verified against the longer question like any rewrite.
 """
 from __future__ import annotations
 
@@ -34,6 +40,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..transcripts import words
 from .anticipate import Guess, ends_sentence, on_track
 from .decode import ar_step, greedy_next, jacobi_step, ngram_draft
 from .lm import KVState, LanguageModel
@@ -49,6 +56,9 @@ DECODERS = ("ar", "jacobi")
 # (DDS delivers the topics of one publisher milliseconds apart); the user cannot
 # end an utterance and say a new one that quickly.
 LATE_COPY_WINDOW_S = 1.0
+# asr_node joins speech that resumes within asr.endpoint.max_silence_s (1 s by
+# default) of an early final to it; allow for that plus delivery.
+CONTINUATION_WINDOW_S = 3.0
 
 
 class ConfigError(ValueError):
@@ -126,6 +136,7 @@ class TurnStats:
     rounds: int = 0                  # verifications (predgen) or restarts (preemptive, baseline)
     guess_passes: int = 0            # passes spent guessing how the user's sentence ends (anticipation)
     anticipated: str = ""            # the latest anticipated user text
+    end_probabilities: list[tuple[str, float]] = field(default_factory=list)  # (partial, P(the user is done))
     final_accepted: int | None = None  # candidate tokens kept by the verification against the final
     final_candidate: int | None = None
     decode_tokens: int = 0
@@ -169,12 +180,15 @@ class Session:
         text = " ".join(text.split())
         if not text or self._is_late_partial(text, t):
             return False
-        if self.turn.t_end_of_turn is not None:
+        if self._continues_final(text, t):
+            self._reopen_turn()
+        elif self.turn.t_end_of_turn is not None:
             self._finish_turn()  # the user speaks again: a new turn begins
         if self.turn.t_first_partial is None:
             self.turn.t_first_partial = t
         self._heard_since_final = True
         self._latest = text
+        self._unscored = text
         if self._anticipates():
             self._anticipate(text)
         elif self.config.policy != "baseline":
@@ -210,6 +224,22 @@ class Session:
         words, final = partial.split(), self.turn.user_text.split()
         return words == final[: len(words)]
 
+    def _continues_final(self, partial: str, t: float) -> bool:
+        """The user went on after the final: more words that start with the final's."""
+        if self.turn.t_final is None or t - self.turn.t_final > CONTINUATION_WINDOW_S:
+            return False
+        return words(partial).startswith(words(self.turn.user_text) + " ")
+
+    def _reopen_turn(self) -> None:
+        """The turn listens again after an early final; the cache and its candidate
+        stay, to be verified against the longer question."""
+        if self._done:
+            self.history.pop()  # the reply to the cut-off question is not the conversation
+        t_first_partial, prompt, synced = self.turn.t_first_partial, self._prompt, self._synced_prompt
+        self._start_turn()
+        self.turn.t_first_partial = t_first_partial
+        self._prompt, self._synced_prompt = prompt, synced
+
     def final(self, text: str, t: float, utterance: str | None = None, t_speech_end: float | None = None) -> bool:
         """The final transcript of an utterance (`utterance`: the ASR's number for it,
         if any).  False when it was ignored (nothing heard, or a re-delivered final)."""
@@ -225,6 +255,7 @@ class Session:
         self.turn.utterance = utterance
         self.turn.t_speech_end = t_speech_end
         self._guess, self._anticipated = None, ""  # the words are known now
+        self._unscored = None  # the end of turn is decided: no more estimates of it
         if self.config.policy != "baseline":
             self._set_target(text)
         return True
@@ -262,7 +293,8 @@ class Session:
     def has_work(self) -> bool:
         if self._done:
             return False
-        return self._guess is not None or self._needs_sync or self._wants_token() or self._ready_to_commit()
+        return (self._guess is not None or self._needs_sync or self._wants_token() or self._ready_to_commit()
+                or self._end_probability_known())
 
     def step(self) -> list[tuple[str, str]]:
         """At most one forward pass, then the emissions it made possible."""
@@ -298,6 +330,9 @@ class Session:
         self._guess: Guess | None = None  # the continuation of the user's text being decoded
         self._anticipated = ""   # the anticipated user text the target answers ("" : none)
         self._held: list[int] | None = None  # the candidate reply, kept aside while the cache guesses
+        self._target_text = ""   # the user text the prompt holds
+        self._end_scores: dict[str, float] = {}  # user text (as `words`) -> P(the message ends after it)
+        self._unscored: str | None = None  # the latest partial, until its end probability is emitted
         replies = [self.lm.encode_reply(reply) for _, reply in self.history] if self.config.copy_guard else []
         self._history_ngrams = reply_ngrams(replies)  # what a runner-up token may not copy
 
@@ -316,6 +351,7 @@ class Session:
             sizes.pop(0)
 
     def _set_target(self, text: str) -> None:
+        self._target_text = text
         prompt, dropped = self.lm.fit_prompt(text, self.history)
         del self.history[:dropped]  # out of the context for good: stop re-templating it
         if prompt != self._prompt:
@@ -354,6 +390,7 @@ class Session:
         self.state.append(guess.ids[keep:])
         self.turn.guess_passes += 1
         self._version += 1
+        self._note_end_probability(guess.text(self.lm.decode), self.state.next_logits)
         token = greedy_next(self.state)
         if token != self.lm.end_of_user_id and token not in self.lm.stop_ids:
             guess.tokens.append(token)
@@ -375,6 +412,7 @@ class Session:
         """Bring the cache in line with a changed prompt (one pass)."""
         self._needs_sync = False
         self.turn.rounds += 1
+        self.state.watch, self.state.watched = self.lm.user_end(self._prompt), None
         candidate = self._candidate_to_verify()
         if candidate is not None:
             kept = verify_candidate(self.state, self._prompt, candidate, self.config.accept_k,
@@ -389,7 +427,17 @@ class Session:
             self._draft = []
         self._synced_prompt = self._prompt
         self._version += 1
+        if self.state.watched is not None:
+            self._note_end_probability(self._target_text, self.state.watched)
         self._update_finished()
+
+    def _note_end_probability(self, user_text: str, logits) -> None:
+        """Remember the model's probability that `user_text` is the whole message,
+        read off a pass that was run anyway (it costs no pass of its own)."""
+        self._end_scores[words(user_text)] = self.lm.end_of_user_probability(logits)
+
+    def _end_probability_known(self) -> bool:
+        return self._unscored is not None and words(self._unscored) in self._end_scores
 
     def _decode(self) -> None:
         start = self.clock()
@@ -469,7 +517,7 @@ class Session:
         return not self._committed and self.turn.t_end_of_turn is not None and self._first_sentence() is not None
 
     def _emissions(self) -> list[tuple[str, str]]:
-        out: list[tuple[str, str]] = []
+        out = self._end_probability_emission()
         if not self._committed:
             split = self._first_sentence()
             if split is None:
@@ -482,6 +530,15 @@ class Session:
             self._commit(*split)
             out.append(("commit", split[0]))
         return out + self._following_sentences()
+
+    def _end_probability_emission(self) -> list[tuple[str, str]]:
+        """("end_probability", partial) once the latest partial's probability is known;
+        the value is the last entry of `turn.end_probabilities`."""
+        if not self._end_probability_known():
+            return []
+        heard, self._unscored = self._unscored, None
+        self.turn.end_probabilities.append((heard, self._end_scores[words(heard)]))
+        return [("end_probability", heard)]
 
     def _commit(self, sentence: str, end: int) -> None:
         self._committed = True

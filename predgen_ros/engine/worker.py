@@ -145,6 +145,8 @@ class EngineWorker:
         before = self.session.turn
         if event.kind == "partial":
             self.session.partial(event.text, event.t)
+            if self.session.turn.t_final is None:
+                self._end_of_turn_at = None  # the user went on after an early final
         elif event.kind == "final":
             self._deliver_final(event)
         elif event.kind == "speech_end":

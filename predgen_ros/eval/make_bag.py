@@ -6,10 +6,15 @@ in 100 ms chunks; each partial or final is stamped when the chunk that caused
 it ended plus the time the recognizer took for it, as a live ASR would publish
 it.  Per question an `eval/turn` marker records the reference text and the true
 start and end of speech (first and last sample above the noise floor).
+
+With `hesitations` > 0, that share of the questions (seeded) gets a pause of
+0.3-1.0 s at a word boundary inside it, as people hesitate: an endpoint that
+comes at such a pause cuts the question off (the marker lists the pauses).
 """
 from __future__ import annotations
 
 import json
+import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +27,9 @@ from ..audio.tts import PiperSynthesizer
 from .bags import USER_TOPICS, BagMessage, write_bag
 
 VOICED = 300  # int16 amplitude above which a sample counts as speech
+WORD_GAP_S = 0.02  # a quiet run this long inside the speech lies between two words
+HESITATION_S = (0.3, 1.0)       # the length of an inserted pause, drawn uniformly
+HESITATION_AT = (0.25, 0.75)    # where in the question it goes (share of its length)
 
 
 @dataclass(frozen=True)
@@ -32,6 +40,8 @@ class BagSettings:
     gap_s: float = 3.0      # silence before each question (and after the last)
     chunk_s: float = 0.1
     redecode_final: bool = True  # False: the final is the last partial, sent at the endpoint
+    hesitations: float = 0.0     # percent of the questions with a pause inside
+    seed: int = 0                # which questions hesitate, where and how long
 
 
 @dataclass(frozen=True)
@@ -40,18 +50,48 @@ class SpokenTurn:
     text: str
     t_start: float  # first voiced sample (s from the start of the stream)
     t_end: float    # last voiced sample
+    pauses: tuple[tuple[float, float], ...] = ()  # inserted hesitations: (start, length), s from the stream start
 
 
-def speak_questions(questions: list[Question], synth: PiperSynthesizer, gap_s: float) -> tuple[np.ndarray, list[SpokenTurn]]:
+def word_gaps(pcm: np.ndarray) -> list[int]:
+    """Sample indices in the middle of the quiet runs between words."""
+    loud = np.flatnonzero(np.abs(pcm.astype(np.int32)) > VOICED)
+    if len(loud) < 2:
+        return []
+    gaps = np.flatnonzero(np.diff(loud) >= WORD_GAP_S * SAMPLE_RATE)
+    return [int((loud[i] + loud[i + 1]) // 2) for i in gaps]
+
+
+def insert_pause(pcm: bytes, fraction: float, pause_s: float) -> tuple[bytes, float]:
+    """The speech with `pause_s` of silence at the word gap nearest `fraction` of it
+    (a hesitation), and where the pause starts (s).  No gap: unchanged, -1."""
+    samples = np.frombuffer(pcm, dtype=np.int16)
+    gaps = word_gaps(samples)
+    if not gaps:
+        return pcm, -1.0
+    at = min(gaps, key=lambda g: abs(g - fraction * len(samples)))
+    pause = np.zeros(int(pause_s * SAMPLE_RATE), dtype=np.int16)
+    return np.concatenate([samples[:at], pause, samples[at:]]).tobytes(), at / SAMPLE_RATE
+
+
+def speak_questions(questions: list[Question], synth: PiperSynthesizer, gap_s: float, hesitations: float = 0.0,
+                    seed: int = 0) -> tuple[np.ndarray, list[SpokenTurn]]:
     """The user's whole speech stream (16 kHz int16) and where each question is in it."""
     gap = np.zeros(int(gap_s * SAMPLE_RATE), dtype=np.int16)
+    rng = random.Random(seed)
     parts, turns, length = [], [], 0
     for question in questions:
         speech = synth.synthesize(question.text)
-        pcm = np.frombuffer(to_pcm16k(speech.samples, speech.sample_rate), dtype=np.int16)
+        pcm, pause = to_pcm16k(speech.samples, speech.sample_rate), None
+        if rng.random() < hesitations / 100:
+            pause_s = rng.uniform(*HESITATION_S)
+            pcm, at = insert_pause(pcm, rng.uniform(*HESITATION_AT), pause_s)
+            pause = (at, pause_s) if at >= 0 else None
+        pcm = np.frombuffer(pcm, dtype=np.int16)
         voiced = np.flatnonzero(np.abs(pcm.astype(np.int32)) > VOICED)
         start = length + len(gap)
-        turns.append(SpokenTurn(question.qid, question.text, (start + voiced[0]) / SAMPLE_RATE, (start + voiced[-1] + 1) / SAMPLE_RATE))
+        pauses = ((start / SAMPLE_RATE + pause[0], pause[1]),) if pause else ()
+        turns.append(SpokenTurn(question.qid, question.text, (start + voiced[0]) / SAMPLE_RATE, (start + voiced[-1] + 1) / SAMPLE_RATE, pauses))
         parts += [gap, pcm]
         length = start + len(pcm)
     parts.append(gap)
@@ -78,7 +118,7 @@ def bag_messages(questions: list[Question], settings: BagSettings, progress=None
     from std_msgs.msg import Header, Int16MultiArray, MultiArrayDimension, String
 
     synth = PiperSynthesizer()
-    audio, turns = speak_questions(questions, synth, settings.gap_s)
+    audio, turns = speak_questions(questions, synth, settings.gap_s, settings.hesitations, settings.seed)
     asr = StreamingAsr(make_recognizer(settings.backend, settings.vosk_model), settings.endpoint_silence_s, redecode_final=settings.redecode_final)
     t0 = time.time_ns()
     ns = lambda t: t0 + int(round(t * 1e9))  # noqa: E731  stream seconds -> bag time
@@ -88,7 +128,8 @@ def bag_messages(questions: list[Question], settings: BagSettings, progress=None
         messages.append(BagMessage(topic, USER_TOPICS[topic], ns(t), serialize_message(msg)))
 
     for turn in turns:
-        marker = {"qid": turn.qid, "text": turn.text, "t_start_ns": ns(turn.t_start), "t_end_ns": ns(turn.t_end)}
+        marker = {"qid": turn.qid, "text": turn.text, "t_start_ns": ns(turn.t_start), "t_end_ns": ns(turn.t_end),
+                  "pauses": [[ns(start), length] for start, length in turn.pauses]}
         add("eval/turn", turn.t_start, String(data=json.dumps(marker, ensure_ascii=False)))
     finals = 0
 

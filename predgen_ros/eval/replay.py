@@ -48,6 +48,7 @@ class QuestionMarker:
     text: str
     t_start_ns: int
     t_end_ns: int
+    pauses: list = ()  # make-bag --hesitations: [start_ns, length_s] of each pause inside the question
 
 
 def load_replay(bag: Path, limit: int | None = None) -> tuple[list[BagMessage], list[QuestionMarker]]:

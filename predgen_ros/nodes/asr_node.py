@@ -4,16 +4,22 @@ Backends: pocketsphinx or vosk over a WAV file or the microphone, or `text`
 (a simulated user speaking questions at a fixed rate).  Before each final it
 publishes `asr/speech_end`, whose stamp is the end of the user's voiced audio,
 so latency can be measured from the moment the user stopped talking.
+
+When the utterance ends is the endpoint policy's call (audio/endpoint.py): a
+fixed silence, or a short pause when Smart Turn (the audio) or the LLM (the
+words, from predgen_node's `turn/end_probability`) says the turn is complete.
 """
 from __future__ import annotations
 
 import threading
 import time
 
+from diagnostic_msgs.msg import KeyValue
 from rclpy.node import Node
 from std_msgs.msg import Bool, Header, String
 
-from ..audio.asr import BACKENDS, AsrError, StreamingAsr, chunks, make_recognizer, microphone_chunks, read_wav
+from ..audio.asr import BACKENDS, VADS, AsrError, StreamingAsr, chunks, make_recognizer, make_vad, microphone_chunks, read_wav
+from ..audio.endpoint import POLICIES, EndpointConfig, Endpointer, EndpointError
 from ..audio.text_asr import QuestionError, load_questions, text_partials
 from .common import ERROR, OK, TEXT_QOS, WARN, Diagnostics, StartupError, declare_parameters, run_node, stamp
 
@@ -22,8 +28,14 @@ ASR_PARAMS = {
     "asr.input": ("microphone", "pocketsphinx/vosk audio: 'microphone' (PortAudio) or a WAV file path"),
     "asr.device": ("", "capture device name or index for 'microphone'; empty = system default"),
     "asr.chunk_ms": (100, "audio chunk fed to the recognizer (ms)"),
-    "asr.endpoint_silence_s": (0.5, "trailing silence that ends an utterance (s)"),
-    "asr.vad_mode": (2, "voice activity detector aggressiveness, 0 (loose) to 3 (strict)"),
+    "asr.endpoint_silence_s": (0.5, "policy fixed: trailing silence that ends an utterance; fused: the pause when one estimate says complete (s)"),
+    "asr.endpoint.policy": ("fixed", f"when an utterance ends: {' | '.join(POLICIES)} (README: End of turn)"),
+    "asr.endpoint.pause_s": (0.15, "smart_turn, llm, fused: a pause this long asks whether the turn is complete (s)"),
+    "asr.endpoint.max_silence_s": (1.0, "smart_turn, llm, fused: end after this much silence whatever the estimates (s)"),
+    "asr.endpoint.audio_threshold": (0.5, "Smart Turn probability at or above which the turn is complete"),
+    "asr.endpoint.text_threshold": (0.001, "LLM end-of-message probability at or above which the turn is complete"),
+    "asr.vad": ("webrtc", f"voice activity detector: {' | '.join(VADS)}"),
+    "asr.vad_mode": (2, "webrtc VAD aggressiveness, 0 (loose) to 3 (strict)"),
     "asr.vosk.model_path": ("", "vosk model folder (e.g. vosk-model-small-en-us-0.15); needed for backend vosk"),
     "asr.text.source": ("", "text backend: MT-Bench .jsonl or a text file, one utterance a line; empty = MT-Bench turn 1"),
     "asr.text.limit": (0, "text backend: only the first N utterances; 0 = all"),
@@ -43,6 +55,8 @@ class AsrNode(Node):
         self.final_pub = self.create_publisher(String, "asr/final", TEXT_QOS)
         self.speech_end_pub = self.create_publisher(Header, "asr/speech_end", TEXT_QOS)
         self.create_subscription(Bool, "robot_speaking", self._on_robot_speaking, TEXT_QOS)
+        self.asr: StreamingAsr | None = None
+        self.create_subscription(KeyValue, "turn/end_probability", self._on_end_probability, TEXT_QOS)
         self.robot_speaking = False
         self.replies = 0           # robot_speaking true -> false transitions seen
         self.utterances = 0
@@ -72,7 +86,11 @@ class AsrNode(Node):
             recognizer = make_recognizer(backend, self.p["asr.vosk.model_path"])
         except AsrError as err:
             raise StartupError(str(err)) from None
-        asr = StreamingAsr(recognizer, self.p["asr.endpoint_silence_s"], self.p["asr.vad_mode"])
+        try:
+            self.asr = asr = StreamingAsr(recognizer, vad=make_vad(self.p["asr.vad"], self.p["asr.vad_mode"]))
+            asr.endpointer = self._endpointer(asr)
+        except (AsrError, EndpointError) as err:
+            raise StartupError(str(err)) from None
         chunk_s = self.p["asr.chunk_ms"] / 1000.0
         try:
             if self.p["asr.input"] == "microphone":
@@ -82,6 +100,28 @@ class AsrNode(Node):
         except AsrError as err:
             raise StartupError(f"asr.input: {err}") from None
         return lambda: self._listen(asr, audio, chunk_s, paced)
+
+    def _endpointer(self, asr: StreamingAsr) -> Endpointer:
+        config = EndpointConfig(
+            policy=self.p["asr.endpoint.policy"], silence_s=self.p["asr.endpoint_silence_s"],
+            pause_s=self.p["asr.endpoint.pause_s"], max_silence_s=self.p["asr.endpoint.max_silence_s"],
+            audio_threshold=self.p["asr.endpoint.audio_threshold"], text_threshold=self.p["asr.endpoint.text_threshold"])
+        if not config.uses_audio:
+            return Endpointer(config)
+        from ..audio.turn_models import SmartTurn
+
+        smart_turn = SmartTurn()
+        return Endpointer(config, lambda: smart_turn.probability(asr.utterance_audio))
+
+    def _on_end_probability(self, msg: KeyValue) -> None:
+        """predgen_node's estimate that the user is done after the words in `key`."""
+        try:
+            probability = float(msg.value)
+        except ValueError:
+            self.get_logger().warning(f"ignored turn/end_probability with value {msg.value!r}: not a number", throttle_duration_sec=5.0)
+            return
+        if self.asr is not None:
+            self.asr.text_estimate(msg.key, probability)
 
     # ------------------------------------------------------------ publishing
     def publish_partial(self, text: str) -> None:
@@ -127,7 +167,8 @@ class AsrNode(Node):
                 return
             if not paced:  # a file: play it at real time, like a microphone
                 self._sleep_until(t0 + (i + 1) * chunk_s)
-            muted = self.robot_speaking and self.p["asr.mute_while_robot_speaks"]
+            # after an early final the user may go on: hear it (tts_node stops on the partial)
+            muted = self.robot_speaking and self.p["asr.mute_while_robot_speaks"] and not asr.listening_for_more()
             self.state = "muted" if muted else "listening"
             for event in asr.skip(pcm) if muted else asr.feed(pcm):
                 self._publish_event(event, t0)

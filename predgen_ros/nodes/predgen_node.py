@@ -12,7 +12,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from diagnostic_msgs.msg import DiagnosticArray
+from diagnostic_msgs.msg import DiagnosticArray, KeyValue
 from rclpy.node import Node
 from std_msgs.msg import Header, String
 from std_srvs.srv import Trigger
@@ -29,7 +29,7 @@ PREDGEN_PARAMS = ENGINE_PARAMS
 REPORT_KEYS = (
     "turn", "policy", "transcript", "first_sentence", "history_turns", "prompt_tokens", "t_end_of_speech",
     "t_final_transcript", "t_commit", "t_first_audio", "audio_latency_s", "ttfs_s", "nfe_tfs", "accepted_tokens",
-    "candidate_tokens", "rounds", "input_nfe", "input_llm_s", "guess_nfe", "decode_tokens", "decode_s", "jacobi_passes", "jacobi_tokens",
+    "candidate_tokens", "rounds", "input_nfe", "input_llm_s", "guess_nfe", "end_probability", "end_scored_partials", "decode_tokens", "decode_s", "jacobi_passes", "jacobi_tokens",
 )
 FIRST_AUDIO_TIMEOUT_S = 10.0  # report a turn without first-audio time after this long
 
@@ -61,6 +61,7 @@ class PredgenNode(Node):
         self.say_pub = self.create_publisher(String, "tts/say", TEXT_QOS)
         self.response_pub = self.create_publisher(String, "predgen/response", TEXT_QOS)
         self.latency_pub = self.create_publisher(DiagnosticArray, "predgen/latency", TEXT_QOS)
+        self.end_probability_pub = self.create_publisher(KeyValue, "turn/end_probability", TEXT_QOS)
         self.turns = 0
         self.ignored = 0
         self._pending: list[PendingReport] = []
@@ -108,6 +109,8 @@ class PredgenNode(Node):
     def _on_emission(self, kind: str, text: str, turn: TurnStats) -> None:
         if kind == "candidate":
             self.candidate_pub.publish(String(data=text))
+        elif kind == "end_probability":  # key: the partial; value: P(the user is done after it)
+            self.end_probability_pub.publish(KeyValue(key=text, value=f"{turn.end_probabilities[-1][1]:.6g}"))
         elif kind == "commit":
             self._on_commit(text, turn)
         elif kind == "sentence":
@@ -172,6 +175,8 @@ class PredgenNode(Node):
             "input_nfe": len(turn.input_passes(t_end)),
             "input_llm_s": sum(min(stop, t_end) - start for start, stop in turn.input_passes(t_end)),
             "guess_nfe": turn.guess_passes,
+            "end_probability": turn.end_probabilities[-1][1] if turn.end_probabilities else math.nan,
+            "end_scored_partials": len(turn.end_probabilities),
             "decode_tokens": turn.decode_tokens,
             "decode_s": turn.decode_seconds,
             "jacobi_passes": turn.jacobi_passes,

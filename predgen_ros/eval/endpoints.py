@@ -1,0 +1,167 @@
+"""`predgen-ros endpoints`: endpoint policies scored offline on a bag's audio.
+
+The bag's user audio is fed, chunk by chunk, to the streaming ASR of asr_node
+(pocketsphinx, the chosen VAD) once per policy; no ROS graph and no reply
+generation, so a policy is scored in minutes.  The text estimate for `llm` and
+`fused` is the LLM's end-of-message probability of each hypothesis, computed
+here at once (in the graph predgen_node sends it after its next pass).
+
+Per policy: the endpoint delay from the true end of each question's speech to
+its final (p50, p90), the false-endpoint rate (questions with a final before
+their speech ended) and the questions cut off.  And the text signal's quality:
+ROC AUC of "this partial is the whole question" over every partial heard.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..audio.asr import SAMPLE_RATE, AsrEvent, StreamingAsr, make_recognizer, make_vad
+from ..audio.endpoint import EndpointConfig, Endpointer
+from ..transcripts import words
+from .bags import BagError, read_bag
+from .replay import QuestionMarker
+
+def endpoint_config(name: str, base: EndpointConfig = EndpointConfig()) -> EndpointConfig:
+    """`fixed_0.35` -> a fixed 0.35 s silence; `smart_turn`, `llm`, `fused` as they are."""
+    from dataclasses import replace
+
+    if name.startswith("fixed_"):
+        try:
+            return replace(base, policy="fixed", silence_s=float(name.removeprefix("fixed_")))
+        except ValueError:
+            raise BagError(f"endpoint policy {name!r}: write fixed_<seconds>, e.g. fixed_0.35") from None
+    return replace(base, policy=name)
+
+
+@dataclass
+class PolicyRun:
+    name: str
+    finals: list[AsrEvent] = field(default_factory=list)
+    partials: list[AsrEvent] = field(default_factory=list)
+
+
+class TextEstimator:
+    """The LLM's probability that the user is done after a hypothesis (memoized)."""
+
+    def __init__(self, lm):
+        self.lm = lm
+        self._memo: dict[str, float] = {}
+
+    def __call__(self, text: str) -> float:
+        key = words(text)
+        if key not in self._memo:
+            open_ids = self.lm.open_turn_ids(text)
+            self._memo[key] = self.lm.end_of_user_probability(self.lm.token_logits(open_ids, [self.lm.end_of_user_id])[0])
+        return self._memo[key]
+
+
+def load_audio(bag: Path, limit: int | None = None) -> tuple[list[tuple[float, bytes]], list[QuestionMarker], int]:
+    """The user's audio chunks (stream time of their end, bytes), the question markers,
+    and the bag time (ns) of stream time 0."""
+    from rclpy.serialization import deserialize_message
+    from std_msgs.msg import Int16MultiArray, String
+
+    import numpy as np
+
+    messages = read_bag(bag, ["audio/user", "eval/turn"])
+    markers = [QuestionMarker(**json.loads(deserialize_message(m.raw, String).data)) for m in messages if m.topic == "eval/turn"]
+    audio = [m for m in messages if m.topic == "audio/user"]
+    if not markers or not audio:
+        raise BagError(f"{bag}: no eval/turn markers or no audio/user: make it with `predgen-ros make-bag`")
+    if limit and limit < len(markers):
+        audio = [m for m in audio if m.t_ns < markers[limit].t_start_ns]
+        markers = markers[:limit]
+    chunks = [np.asarray(deserialize_message(m.raw, Int16MultiArray).data, dtype=np.int16).tobytes() for m in audio]
+    t0_ns = audio[0].t_ns - int(len(chunks[0]) / 2 / SAMPLE_RATE * 1e9)
+    return [((m.t_ns - t0_ns) / 1e9, pcm) for m, pcm in zip(audio, chunks)], markers, t0_ns
+
+
+def run_policy(name: str, config: EndpointConfig, audio: list[tuple[float, bytes]], vad: str,
+               text_estimate: TextEstimator | None, smart_turn=None, progress=None) -> PolicyRun:
+    """The bag's audio through StreamingAsr with one endpoint policy."""
+    run = PolicyRun(name)
+    asr = StreamingAsr(make_recognizer("pocketsphinx"), vad=make_vad(vad))
+    audio_estimate = (lambda: smart_turn.probability(asr.utterance_audio)) if config.uses_audio else None
+    asr.endpointer = Endpointer(config, audio_estimate)
+    for _, pcm in audio:
+        for event in asr.feed(pcm):
+            (run.partials if event.kind == "partial" else run.finals).append(event)
+            if event.kind == "partial" and config.uses_text:
+                asr.text_estimate(event.text, text_estimate(event.text))
+        if progress:
+            progress()
+    run.finals += [event for event in asr.flush() if event.kind == "final"]
+    return run
+
+
+@dataclass(frozen=True)
+class QuestionOutcome:
+    qid: str
+    endpoint_delay_s: float | None  # first final after the true end of speech, minus that end
+    false_endpoints: int            # finals before the speech ended
+
+
+def outcomes(run: PolicyRun, markers: list[QuestionMarker], t0_ns: int) -> list[QuestionOutcome]:
+    """Each question's finals: those from its start until the next question's start."""
+    result = []
+    for i, marker in enumerate(markers):
+        start, end = (marker.t_start_ns - t0_ns) / 1e9, (marker.t_end_ns - t0_ns) / 1e9
+        stop = (markers[i + 1].t_start_ns - t0_ns) / 1e9 if i + 1 < len(markers) else float("inf")
+        mine = [f for f in run.finals if start <= f.t < stop]
+        after = [f.t - end for f in mine if f.t >= end]
+        result.append(QuestionOutcome(marker.qid, min(after) if after else None, sum(f.t < end for f in mine)))
+    return result
+
+
+def roc_auc(positives: list[float], negatives: list[float]) -> float | None:
+    """P(a positive scores above a negative), ties counting half (the Mann-Whitney form)."""
+    if not positives or not negatives:
+        return None
+    import numpy as np
+
+    pos, neg = np.asarray(positives)[:, None], np.asarray(negatives)[None, :]
+    return float(((pos > neg).sum() + 0.5 * (pos == neg).sum()) / (pos.size * neg.size))
+
+
+def text_signal_auc(run: PolicyRun, markers: list[QuestionMarker], t0_ns: int, text_estimate: TextEstimator) -> dict:
+    """Every partial of each question, labelled complete when its words are its last final's."""
+    positives, negatives = [], []
+    for i, marker in enumerate(markers):
+        start = (marker.t_start_ns - t0_ns) / 1e9
+        stop = (markers[i + 1].t_start_ns - t0_ns) / 1e9 if i + 1 < len(markers) else float("inf")
+        finals = [f for f in run.finals if start <= f.t < stop]
+        if not finals:
+            continue
+        whole = words(finals[-1].text)
+        for partial in (p for p in run.partials if start <= p.t < stop):
+            (positives if words(partial.text) == whole else negatives).append(text_estimate(partial.text))
+    return {"roc_auc": roc_auc(positives, negatives), "complete_partials": len(positives), "incomplete_partials": len(negatives)}
+
+
+def summarize(name: str, config: EndpointConfig, results: list[QuestionOutcome]) -> dict:
+    from .bench import percentile
+
+    delays = [r.endpoint_delay_s for r in results if r.endpoint_delay_s is not None]
+    cut = [r.qid for r in results if r.false_endpoints]
+    return {
+        "policy": config.policy, "silence_s": config.silence_s, "pause_s": config.pause_s, "max_silence_s": config.max_silence_s,
+        "questions": len(results), "endpoint_delay_p50_s": percentile(delays, 0.5), "endpoint_delay_p90_s": percentile(delays, 0.9),
+        "false_endpoint_rate": len(cut) / len(results) if results else None, "cut_off": cut,
+        "no_final": [r.qid for r in results if r.endpoint_delay_s is None],
+    }
+
+
+def format_table(summary: dict) -> str:
+    from .bench import fmt
+
+    lines = ["| policy | endpoint delay p50 | p90 | false endpoints | cut off |", "|---|---:|---:|---:|---|"]
+    for name, s in summary["endpoint_policies"].items():
+        lines.append(f"| {name} | {fmt(s['endpoint_delay_p50_s'], '.3f')} s | {fmt(s['endpoint_delay_p90_s'], '.3f')} s | "
+                     f"{fmt(s['false_endpoint_rate'], '.1%')} | {', '.join(s['cut_off']) or '–'} |")
+    text = summary.get("text_signal")
+    if text:
+        lines.append(f"\ntext signal: ROC AUC {fmt(text['roc_auc'], '.3f')} over {text['complete_partials']} complete and "
+                     f"{text['incomplete_partials']} incomplete partials")
+    return "\n".join(lines)

@@ -1,0 +1,95 @@
+"""The text end-of-turn signal: the LLM's probability of the end-of-user-message
+token after the user's last word, read off passes the engine runs anyway."""
+import math
+
+import pytest
+
+CUT = "what is the capital of"
+COMPLETE = "what is the capital of france"
+
+
+def drain(session):
+    emissions = []
+    while session.has_work():
+        emissions += session.step()
+    return emissions
+
+
+def fresh_end_probability(lm, text):
+    open_ids = lm.open_turn_ids(text)
+    return lm.end_of_user_probability(lm.token_logits(open_ids, [lm.end_of_user_id])[0])
+
+
+@pytest.mark.parametrize("anticipate", [False, True])
+def test_a_partial_gets_its_probability_from_the_first_pass_it_causes(smollm, make_session, anticipate):
+    """The pass that verifies against the new partial (or starts guessing its end)
+    reads the user's last word; its logits there are the estimate, so it costs no
+    pass of its own.  With anticipation a partial that follows the guess causes no
+    pass: the guess's pass over those words gave it."""
+    session = make_session(smollm, anticipate=anticipate, max_new_tokens=0)
+    for text in (CUT, COMPLETE):
+        session.partial(text, 0.0)
+        passes = smollm.stats.passes
+        first = session.step()
+        assert smollm.stats.passes - passes <= 1
+        assert ("end_probability", text) in first
+        drain(session)
+    scored = dict(session.turn.end_probabilities)
+    if not anticipate:  # (a guess may write "France" where the user's words say "france")
+        for text in (CUT, COMPLETE):
+            assert math.isclose(scored[text], fresh_end_probability(smollm, text), rel_tol=1e-3, abs_tol=1e-9)
+    # a complete question is far more likely finished than one cut mid-sentence
+    assert scored[COMPLETE] > 100 * scored[CUT]
+
+
+def test_the_final_ends_the_estimates(smollm, make_session):
+    session = make_session(smollm, max_new_tokens=0)
+    session.partial(CUT, 0.0)
+    session.final(COMPLETE, 1.0)
+    session.end_of_turn(1.0)
+    kinds = [kind for kind, _ in drain(session)]
+    assert "end_probability" not in kinds and session.turn.end_probabilities == []
+
+
+def test_baseline_runs_no_pass_while_the_user_speaks_so_it_has_no_estimate(smollm, make_session):
+    session = make_session(smollm, policy="baseline", max_new_tokens=0)
+    session.partial(CUT, 0.0)
+    assert not session.has_work() and session.turn.end_probabilities == []
+
+
+# ------------------------------------------------- the user goes on after an early final
+
+from test_session import RULES  # noqa: E402
+
+
+@pytest.mark.parametrize("max_new_tokens", [0, 10])
+def test_words_after_an_early_final_reopen_the_turn_and_are_answered_as_one_question(tiny_lm, make_session, max_new_tokens):
+    session = make_session(tiny_lm, max_new_tokens=max_new_tokens, sentence=RULES)
+    session.partial(CUT, 0.0)
+    session.final(CUT, 1.0)
+    session.end_of_turn(1.0)
+    early = drain(session)
+    assert ("commit", session.turn.first_sentence) in early  # the robot had its answer to the cut question
+    cut_turn = session.turn
+    session.partial(COMPLETE, 1.5)                             # ... and the user went on
+    assert session.turn is not cut_turn and session.turn.t_final is None
+    assert session.history == []                               # the cut question's reply is not the conversation
+    session.final(COMPLETE, 2.0)
+    session.end_of_turn(2.0)
+    drain(session)
+    baseline = make_session(tiny_lm, policy="baseline", max_new_tokens=max_new_tokens, sentence=RULES)
+    baseline.final(COMPLETE, 0.0)
+    baseline.end_of_turn(0.0)
+    drain(baseline)
+    assert (session.turn.first_sentence, session.turn.reply) == (baseline.turn.first_sentence, baseline.turn.reply)
+    assert session.history == baseline.history
+
+
+def test_a_new_question_after_the_final_is_a_new_turn(tiny_lm, make_session):
+    session = make_session(tiny_lm, max_new_tokens=0, sentence=RULES)
+    session.partial(COMPLETE, 0.0)
+    session.final(COMPLETE, 1.0)
+    session.end_of_turn(1.0)
+    drain(session)
+    session.partial("and what about germany", 1.5)
+    assert session.turn.t_final is None and [user for user, _ in session.history] == [COMPLETE]

@@ -1,0 +1,70 @@
+"""Endpoint policies on crafted timelines: when does a pause end the utterance?"""
+import pytest
+
+from predgen_ros.audio.endpoint import EndpointConfig, Endpointer, EndpointError
+
+CHUNK = 0.05
+
+
+def first_end(policy, audio_p=None, text_p=None, **config):
+    """Seconds of silence after which the policy ends the utterance (chunk by chunk),
+    and how often it asked Smart Turn."""
+    asked = []
+
+    def audio():
+        asked.append(1)
+        return audio_p
+
+    endpointer = Endpointer(EndpointConfig(policy=policy, **config), audio if audio_p is not None else None)
+    endpointer.speech()
+    for n in range(1, 200):
+        if endpointer.ends(round(n * CHUNK, 3), text_p):
+            return round(n * CHUNK, 3), len(asked)
+    raise AssertionError("never ended")
+
+
+def test_fixed_waits_its_silence_whatever_the_estimates_say():
+    assert first_end("fixed", text_p=0.9)[0] == 0.35
+    assert first_end("fixed", silence_s=0.8)[0] == 0.8
+
+
+@pytest.mark.parametrize("policy, audio_p, text_p, expected", [
+    ("smart_turn", 0.9, None, 0.15),   # complete: the short pause
+    ("smart_turn", 0.1, 0.9, 1.0),     # incomplete audio: the long silence; the text is not its signal
+    ("llm", None, 0.01, 0.15),
+    ("llm", None, 1e-6, 1.0),
+    ("llm", None, None, 1.0),          # no estimate yet: not complete
+    ("fused", 0.9, 0.01, 0.15),        # both complete
+    ("fused", 0.9, 1e-6, 0.35),        # one of them
+    ("fused", 0.1, 0.01, 0.35),
+    ("fused", 0.1, 1e-6, 1.0),         # neither
+    ("fused", 0.1, None, 1.0),
+])
+def test_the_pause_a_policy_waits_follows_its_estimates(policy, audio_p, text_p, expected):
+    assert first_end(policy, audio_p, text_p)[0] == expected
+
+
+def test_smart_turn_is_asked_once_per_pause():
+    assert first_end("smart_turn", 0.1)[1] == 1
+    endpointer = Endpointer(EndpointConfig(policy="smart_turn"), lambda: 0.9)
+    scores = iter([0.1, 0.9])
+    endpointer.audio_estimate = lambda: next(scores)
+    assert not endpointer.ends(0.2)        # first pause: incomplete
+    endpointer.speech()                    # the user goes on
+    assert endpointer.ends(0.2)            # second pause: asked anew, complete
+
+
+@pytest.mark.parametrize("config, message", [
+    (dict(policy="vad"), "asr.endpoint.policy: unknown policy 'vad'"),
+    (dict(policy="llm", pause_s=2.0), "asr.endpoint.pause_s (2.0) must not exceed max_silence_s"),
+    (dict(silence_s=0), "asr.endpoint.silence_s must be > 0 s"),
+    (dict(text_threshold=2), "asr.endpoint.text_threshold must lie in (0, 1]"),
+])
+def test_bad_settings_name_the_parameter(config, message):
+    with pytest.raises(EndpointError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
+        EndpointConfig(**config)
+
+
+def test_smart_turn_policies_need_the_model():
+    with pytest.raises(EndpointError, match="needs the Smart Turn model"):
+        Endpointer(EndpointConfig(policy="fused"))
