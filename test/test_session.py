@@ -125,9 +125,11 @@ def test_words_that_follow_the_guess_cost_no_pass_and_its_final_commits_at_once(
     assert session.turn.first_sentence == baseline.turn.first_sentence
 
 
-def test_emissions_come_in_order_and_candidates_before_the_end(tiny_lm, make_session):
-    session = make_session(tiny_lm, policy="predgen", max_new_tokens=24, sentence=RULES)
-    emissions = run(session, ["tell", "tell me", "tell me about"], "tell me about paris", [6, 6, 6])
+@pytest.mark.parametrize("anticipate", [False, True])
+def test_emissions_come_in_order_and_candidates_before_the_end(tiny_lm, make_session, anticipate):
+    session = make_session(tiny_lm, policy="predgen", anticipate=anticipate, max_new_tokens=24, sentence=RULES)
+    # time enough after each partial for a guess (at most 12 passes) and a candidate sentence
+    emissions = run(session, ["tell", "tell me", "tell me about"], "tell me about paris", [40, 40, 40])
     kinds = [k for k, _ in emissions]
     assert "candidate" in kinds[: kinds.index("commit")]
     assert kinds.count("commit") == 1 and kinds[-1] == "done"
