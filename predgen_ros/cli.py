@@ -142,6 +142,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--max-new-tokens", type=int, default=0, help="reply length; 0 (default) stops after the first sentence")
     ev.add_argument("--limit", type=int, default=None, help="only the first N questions of the bag")
     ev.add_argument("--keep-history", action="store_true", help="keep the conversation history across questions (default: reset before each)")
+    ev.add_argument("--endpoint-policies", type=_comma_list(str), default=[],
+                    help="replay the bag's audio through a live asr_node, one run per endpoint policy: from fixed_<seconds>, "
+                         "smart_turn, llm, fused (the baseline runs once, with --baseline-endpoint)")
+    ev.add_argument("--baseline-endpoint", default="fixed_0.35", help="with --endpoint-policies: the baseline's endpoint policy (default fixed_0.35)")
+    ev.add_argument("--resume", action="store_true", help="keep the runs already recorded in --out/runs/ (split a long evaluation)")
     ev.add_argument("--reply-timeout", type=float, default=120.0,
                     help="seconds to wait for a question's reply before replaying the next one (default 120)")
 
@@ -492,7 +497,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from .eval.bench import format_duration_table, format_table
-    from .eval.replay import EvalSettings, load_replay, run_eval
+    from .audio.endpoint import EndpointError
+    from .eval.bags import BagError
+    from .eval.live_asr import endpoint_overrides, format_endpoint_table
+    from .eval.replay import EvalSettings, graph_runs, load_replay, run_eval
     from .nodes.bringup import default_params_file
 
     params_file = args.params or default_params_file()
@@ -500,18 +508,25 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise ConfigError(f"parameter file not found: {params_file} (give --params)")
     if args.limit is not None and args.limit < 1:
         raise ConfigError(f"--limit must be >= 1, got {args.limit}")
-    messages, _ = load_replay(args.bag, args.limit)  # a bad bag fails here, before any node starts
-    finals = sum(m.topic == "asr/final" for m in messages)
+    _, markers = load_replay(args.bag, args.limit)  # a bad bag fails here, before any node starts
     overrides = {"generation.max_new_tokens": args.max_new_tokens, **dict(args.set)}
     if args.reply_timeout <= 0:
         raise ConfigError(f"--reply-timeout must be > 0 seconds, got {args.reply_timeout:g}")
+    try:
+        for name in [*args.endpoint_policies, args.baseline_endpoint]:
+            endpoint_overrides(name)
+    except (EndpointError, BagError) as err:
+        raise ConfigError(f"--endpoint-policies: {err}") from None
     settings = EvalSettings(args.bag, args.out, params_file, tuple(args.policies), overrides, args.limit, args.keep_history,
-                            args.reply_timeout)
-    with tqdm(total=finals * len(args.policies), desc="eval", unit="utterance") as bar:
-        records, summary = run_eval(settings, progress=lambda policy: (bar.set_postfix_str(policy), bar.update()))
+                            args.reply_timeout, tuple(args.endpoint_policies), args.baseline_endpoint, args.resume)
+    names = [run.name for run in graph_runs(settings)]
+    with tqdm(total=len(markers) * len(names), desc="eval", unit="question") as bar:
+        records, summary = run_eval(settings, progress=lambda name: (bar.set_postfix_str(name), bar.update()))
     print(f"\nASR revision rate {summary['revision_rate']:.1%}, word error rate {summary['wer']:.1%}")
-    print(format_table({p: summary[p] for p in args.policies}))
+    print(format_table({name: summary[name] for name in names}))
     print(format_duration_table(summary["_by_duration"]))
+    if "endpoint_policies" in summary:
+        print(format_endpoint_table(summary["endpoint_policies"]))
     print(f"wrote {args.out}/report.md, summary.json, turns.csv, latency.png, recorded_<policy>/")
     unanswered = [r for r in records if not r.answered]
     for r in unanswered:

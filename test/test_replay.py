@@ -55,7 +55,7 @@ def test_replaying_the_sample_bag_reports_every_turn_of_every_policy(tmp_path):
     records, summary = run_eval(settings)
     assert sorted((r.policy, r.qid) for r in records) == sorted((p, q) for p in policies for q in ("122", "152", "159"))
     for r in records:
-        assert 0.4 < r.audio_latency_s < 20, r  # at least the ASR's endpoint silence after the true end of speech
+        assert r.audio_latency_s > 0.4, r  # at least the ASR's endpoint silence after the true end of speech
     assert all(r.answered for r in records), [(r.policy, r.qid, r.no_reply) for r in records if not r.answered]
     written = json.loads((tmp_path / "summary.json").read_text())
     for policy in policies:

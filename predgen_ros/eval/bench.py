@@ -50,6 +50,7 @@ class TurnRecord:
     repeats_opening: bool | None = None  # its first words repeat an earlier answer's (eval/conversation.py)
     relevance: float | None = None       # log-probability under its own question minus under others
     no_reply: str = ""               # why the question got no reply; "" when it was answered
+    early_finals: int | None = None  # eval --endpoint-policies: finals that cut the question off before its speech ended
     first_sentence_ids: list[int] = field(default_factory=list, repr=False)
     prompt_ids: list[int] = field(default_factory=list, repr=False)
 

@@ -141,12 +141,15 @@ def bag_messages(questions: list[Question], settings: BagSettings, progress=None
         finals += 1
         add("asr/speech_end", t, Header(stamp=stamp_of(ns(event.t_speech_end)), frame_id=str(finals)))
         add("asr/final", t + 1e-6, String(data=event.text))
-        if progress:
-            progress()
 
     t_audio = 0.0
+    ends = [turn.t_end for turn in turns]
     for chunk in chunks(audio.tobytes(), settings.chunk_s):
         t_audio += len(chunk) / (2 * SAMPLE_RATE)
+        while ends and t_audio >= ends[0]:  # a question heard to its end: one step of the progress bar
+            ends.pop(0)
+            if progress:
+                progress()
         msg = Int16MultiArray(data=np.frombuffer(chunk, dtype=np.int16).tolist())
         msg.layout.dim = [MultiArrayDimension(label=f"mono_{SAMPLE_RATE}hz", size=len(chunk) // 2, stride=len(chunk) // 2)]
         add("audio/user", t_audio, msg)

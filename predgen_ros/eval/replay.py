@@ -18,7 +18,7 @@ import json
 import math
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..engine.params import ENGINE_PARAMS
@@ -40,6 +40,9 @@ class EvalSettings:
     limit: int | None = None      # only the first N questions of the bag
     keep_history: bool = False    # False: questions are independent, the history is reset before each
     reply_timeout_s: float = 120.0  # wait at most this long for a question's reply before the next question
+    endpoint_policies: tuple[str, ...] = ()  # live ASR: the bag's audio through asr_node, one run per policy (eval/live_asr.py)
+    baseline_endpoint: str = "fixed_0.35"    # live ASR: the endpoint policy of the baseline run
+    resume: bool = False          # keep the runs already in out/runs/
 
 
 @dataclass(frozen=True)
@@ -70,10 +73,13 @@ def load_replay(bag: Path, limit: int | None = None) -> tuple[list[BagMessage], 
 class Player:
     """Publishes the bag's ASR messages on time and records the graph's answers."""
 
+    replayed = REPLAYED
+    recorded_topics = GRAPH_TOPICS
+
     def __init__(self):
         import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
-        from std_msgs.msg import Bool, Header, String
+        from std_msgs.msg import Bool, Header, Int16MultiArray, String
         from std_srvs.srv import Trigger
 
         from ..nodes.common import TEXT_QOS
@@ -81,13 +87,14 @@ class Player:
         self.rclpy = rclpy
         self.node = rclpy.create_node("predgen_eval_player")
         types = {"std_msgs/msg/String": String, "std_msgs/msg/Header": Header, "std_msgs/msg/Bool": Bool,
-                 "diagnostic_msgs/msg/DiagnosticArray": DiagnosticArray}
+                 "std_msgs/msg/Int16MultiArray": Int16MultiArray, "diagnostic_msgs/msg/DiagnosticArray": DiagnosticArray}
         self.types = types
-        self.publishers = {t: self.node.create_publisher(types[USER_TOPICS[t]], t, TEXT_QOS) for t in REPLAYED}
+        self.publishers = {t: self.node.create_publisher(types[USER_TOPICS[t]], t, TEXT_QOS) for t in self.replayed}
         self.reset = self.node.create_client(Trigger, "/predgen_node/reset")
         self.reset_request = Trigger.Request()
         self.recorded: list[tuple[str, int, object]] = []
-        for topic, msgtype in GRAPH_TOPICS.items():
+        self._last_final_ns: int | None = None
+        for topic, msgtype in self.recorded_topics.items():
             self.node.create_subscription(types[msgtype], topic, lambda msg, topic=topic: self.recorded.append((topic, time.time_ns(), msg)), TEXT_QOS)
 
     def wait_for_graph(self, graph: Graph, timeout: float = 180.0) -> None:
@@ -95,7 +102,7 @@ class Player:
         # matched writers, not just discovered nodes: a final sent before predgen_node's
         # reader matched would be lost, and with it a question
         while not (all(p.get_subscription_count() > 0 for p in self.publishers.values())
-                   and self.node.count_publishers("robot_speaking") > 0 and self.node.count_publishers("predgen/latency") > 0
+                   and self.node.count_subscribers("asr/final") > 0 and self.node.count_publishers("robot_speaking") > 0 and self.node.count_publishers("predgen/latency") > 0
                    and self.reset.service_is_ready()):
             self._spin_checked(graph, deadline)
         for _ in range(10):  # discovery settles both ways
@@ -115,16 +122,21 @@ class Player:
             if reset_each:
                 self._wait_until(zero + (marker.t_start_ns - bag_zero), graph)
                 self._reset_history(graph)
-            last_final_ns = None
+            self._last_final_ns = None
             for message in messages:
                 self._wait_until(zero + (message.t_ns - bag_zero), graph)
                 if message.topic == "asr/final":
-                    last_final_ns = time.time_ns()  # before publishing: the receiver may stamp it before publish() returns
+                    self._last_final_ns = time.time_ns()  # before publishing: the receiver may stamp it before publish() returns
                 self.publishers[message.topic].publish(self._on_replay_clock(message, zero - bag_zero))
-                if message.topic == "asr/final" and progress:
-                    progress()
-            outcomes.append((zero - bag_zero, self._wait_for_reply(last_final_ns, graph, reply_timeout_s)))
+            final_ns = self._final_of(marker, zero - bag_zero, graph, reply_timeout_s)
+            outcomes.append((zero - bag_zero, self._wait_for_reply(final_ns, graph, reply_timeout_s)))
+            if progress:
+                progress()
         return outcomes
+
+    def _final_of(self, marker: QuestionMarker, shift_ns: int, graph: Graph, timeout: float) -> int | None:
+        """When the question's last final went out (ns), or None: here, the last one replayed."""
+        return self._last_final_ns
 
     def _on_replay_clock(self, message: BagMessage, shift_ns: int):
         """The bag's message; an end-of-speech stamp moved to the replay's clock."""
@@ -175,10 +187,13 @@ class Player:
         if time.time() > deadline:
             raise GraphError(late)
 
+    def records(self, name: str, markers: list[QuestionMarker], outcomes: list[tuple[int, str]]) -> list[TurnRecord]:
+        return question_records(name, markers, outcomes, self.recorded)
+
     def save(self, path: Path) -> None:
         from rclpy.serialization import serialize_message
 
-        write_bag(path, [BagMessage(topic, GRAPH_TOPICS[topic], t_ns, serialize_message(msg)) for topic, t_ns, msg in self.recorded])
+        write_bag(path, [BagMessage(topic, self.recorded_topics[topic], t_ns, serialize_message(msg)) for topic, t_ns, msg in self.recorded])
 
     def close(self) -> None:
         self.node.destroy_node()
@@ -277,45 +292,85 @@ def asr_quality(messages: list[BagMessage], markers: list[QuestionMarker]) -> di
 
 
 # ------------------------------------------------------------------- the run
-def run_policy(policy: str, messages: list[BagMessage], markers: list[QuestionMarker], settings: EvalSettings, progress=None) -> list[TurnRecord]:
-    overrides = {"policy": policy, "tts.sink": "none", "tts.realtime": False, **settings.overrides}
-    log_path = settings.out / f"graph-{policy}.log"
-    player = Player()
+@dataclass(frozen=True)
+class GraphRun:
+    """One replay of the bag: its name in the report, predgen_node's policy, the nodes
+    started and their parameter overrides, and the player that feeds them."""
+    name: str
+    policy: str
+    overrides: dict = field(default_factory=dict)
+    nodes: tuple[str, ...] = ("predgen_node", "tts_node")
+    player: type = Player
+
+
+def run_graph(run: GraphRun, messages: list[BagMessage], markers: list[QuestionMarker], settings: EvalSettings, progress=None) -> list[TurnRecord]:
+    overrides = {"policy": run.policy, "tts.sink": "none", "tts.realtime": False, **settings.overrides, **run.overrides}
+    log_path = settings.out / f"graph-{run.name}.log"
+    player = run.player()
     try:
-        with open(log_path, "w") as log, Graph(settings.params_file, overrides, nodes=("predgen_node", "tts_node"), log=log) as graph:
+        with open(log_path, "w") as log, Graph(settings.params_file, overrides, nodes=run.nodes, log=log) as graph:
             try:
                 player.wait_for_graph(graph)
                 outcomes = player.play(split_by_question(messages, markers), markers, graph, not settings.keep_history,
                                        settings.reply_timeout_s, progress)
             except GraphError as err:
-                raise GraphError(f"policy {policy}: {err}; see {log_path}") from None
-        player.save(settings.out / f"recorded_{policy}")
-        return question_records(policy, markers, outcomes, player.recorded)
+                raise GraphError(f"{run.name}: {err}; see {log_path}") from None
+        player.save(settings.out / f"recorded_{run.name}")
+        return player.records(run.name, markers, outcomes)
     finally:
         player.close()
 
 
+def graph_runs(settings: EvalSettings) -> list[GraphRun]:
+    if settings.endpoint_policies:
+        from .live_asr import live_asr_runs
+
+        return live_asr_runs(settings)
+    return [GraphRun(policy, policy) for policy in settings.policies]
+
+
 def run_eval(settings: EvalSettings, progress=None) -> tuple[list[TurnRecord], dict]:
-    """Every policy on the same bag; returns the records and summary.json's content."""
+    """Every run on the same bag; returns the records and summary.json's content.
+
+    Each run's records are kept in runs/<name>.json as soon as it ends; with
+    `resume`, a run found there is not repeated (a long evaluation can be split)."""
     import rclpy
 
+    live = bool(settings.endpoint_policies)
     messages, markers = load_replay(settings.bag, settings.limit)
     quality = asr_quality(messages, markers)
-    settings.out.mkdir(parents=True, exist_ok=True)
+    if live:
+        from .live_asr import load_audio_replay
+
+        messages = load_audio_replay(settings.bag, settings.limit)
+    runs = graph_runs(settings)
+    (settings.out / "runs").mkdir(parents=True, exist_ok=True)
     records: list[TurnRecord] = []
     rclpy.init()
     try:
-        for policy in settings.policies:
-            records += run_policy(policy, messages, markers, settings, lambda: progress(policy) if progress else None)
+        for run in runs:
+            kept = settings.out / "runs" / f"{run.name}.json"
+            if settings.resume and kept.is_file():
+                records += [TurnRecord(**row) for row in json.loads(kept.read_text())]
+                continue
+            mine = run_graph(run, messages, markers, settings, lambda run=run: progress(run.name) if progress else None)
+            kept.write_text(json.dumps([asdict(r) for r in mine]))
+            records += mine
     finally:
         rclpy.try_shutdown()
+    names = [run.name for run in runs]
     mark_matches(records)
     score_answers(records, {m.qid: m.text for m in markers}, scoring_model(settings))
-    summary = summarize(records, list(settings.policies))
-    quality["_by_duration"] = summarize_by_duration(records, list(settings.policies))
-    meta = {"bag": str(settings.bag), "questions": len(markers), "overrides": settings.overrides, "keep_history": settings.keep_history}
+    summary = summarize(records, names)
+    quality["_by_duration"] = summarize_by_duration(records, names)
+    if live:
+        from .live_asr import endpoint_summary
+
+        quality["endpoint_policies"] = endpoint_summary(records, summary, runs)
+    meta = {"bag": str(settings.bag), "questions": len(markers), "overrides": settings.overrides, "keep_history": settings.keep_history,
+            "live_asr": live}
     write_outputs(settings.out, records, summary, meta, {}, extra=quality)
-    (settings.out / "report.md").write_text(markdown_report(summary, quality, records, settings))
+    (settings.out / "report.md").write_text(markdown_report(summary, quality, records, settings, names))
     return records, {**summary, **quality}
 
 
@@ -330,13 +385,17 @@ def scoring_model(settings: EvalSettings):
     return LanguageModel(*load_pretrained(model.path, model.device, model.dtype))
 
 
-def markdown_report(summary: dict, quality: dict, records: list[TurnRecord], settings: EvalSettings) -> str:
+def markdown_report(summary: dict, quality: dict, records: list[TurnRecord], settings: EvalSettings, names: list[str]) -> str:
+    from .live_asr import format_endpoint_table
+
     questions = len({r.qid for r in records})
     lines = [
         f"# predgen_ros evaluation on `{settings.bag}`",
         "",
-        f"{questions} questions replayed through predgen_node and tts_node with their recorded timing, once per policy "
-        f"({', '.join(settings.policies)}), each question only after the reply to the previous one had ended. Audio latency is measured from the true end of speech (the last voiced sample) "
+        f"{questions} questions replayed with their recorded timing, "
+        + ("their audio through asr_node, predgen_node and tts_node" if settings.endpoint_policies
+           else "their transcripts through predgen_node and tts_node")
+        + f", once per run ({', '.join(names)}), each question only after the reply to the previous one had ended. Audio latency is measured from the true end of speech (the last voiced sample) "
         "to the first audio chunk handed to the sink for the reply to the question's last final transcript. "
         + ("The conversation history is kept across questions." if settings.keep_history
            else "The questions are independent: predgen_node's history is reset before each."),
@@ -353,11 +412,13 @@ def markdown_report(summary: dict, quality: dict, records: list[TurnRecord], set
         format_duration_table(quality["_by_duration"]),
         "```",
         "",
-        "| question | " + " | ".join(f"{p} (s)" for p in settings.policies) + " |",
-        "|---|" + "---|" * len(settings.policies),
+        *(["Endpoint policies (the bag's audio through a live asr_node; a cut-off question got a final before its speech ended):", "",
+           format_endpoint_table(quality["endpoint_policies"]), ""] if "endpoint_policies" in quality else []),
+        "| question | " + " | ".join(f"{p} (s)" for p in names) + " |",
+        "|---|" + "---|" * len(names),
     ]
     cells = {(r.qid, r.policy): f"{r.audio_latency_s:.3f}" if r.answered else f"no reply: {r.no_reply}" for r in records}
     for qid in dict.fromkeys(r.qid for r in records):
-        lines.append(f"| {qid} | " + " | ".join(cells.get((qid, p), "-") for p in settings.policies) + " |")
+        lines.append(f"| {qid} | " + " | ".join(cells.get((qid, p), "-") for p in names) + " |")
     lines += ["", "![latency](latency.png)", ""]
     return "\n".join(lines)

@@ -1,7 +1,9 @@
 """asr_node: the user's speech as `asr/partial` hypotheses and `asr/final` transcripts.
 
-Backends: pocketsphinx or vosk over a WAV file or the microphone, or `text`
-(a simulated user speaking questions at a fixed rate).  Before each final it
+Backends: pocketsphinx or vosk over the microphone, a WAV file or the
+`audio/user` topic (16 kHz mono chunks, e.g. a bag's audio replayed by
+`predgen-ros eval --live-asr`), or `text` (a simulated user speaking questions
+at a fixed rate).  Before each final it
 publishes `asr/speech_end`, whose stamp is the end of the user's voiced audio,
 so latency can be measured from the moment the user stopped talking.
 
@@ -11,21 +13,23 @@ words, from predgen_node's `turn/end_probability`) says the turn is complete.
 """
 from __future__ import annotations
 
+import queue
 import threading
 import time
 
+import numpy as np
 from diagnostic_msgs.msg import KeyValue
 from rclpy.node import Node
-from std_msgs.msg import Bool, Header, String
+from std_msgs.msg import Bool, Header, Int16MultiArray, String
 
-from ..audio.asr import BACKENDS, VADS, AsrError, StreamingAsr, chunks, make_recognizer, make_vad, microphone_chunks, read_wav
+from ..audio.asr import BACKENDS, SAMPLE_RATE, VADS, AsrError, StreamingAsr, chunks, make_recognizer, make_vad, microphone_chunks, read_wav
 from ..audio.endpoint import POLICIES, EndpointConfig, Endpointer, EndpointError
 from ..audio.text_asr import QuestionError, load_questions, text_partials
 from .common import ERROR, OK, TEXT_QOS, WARN, Diagnostics, StartupError, declare_parameters, run_node, stamp
 
 ASR_PARAMS = {
     "asr.backend": ("pocketsphinx", f"{' | '.join(BACKENDS)}"),
-    "asr.input": ("microphone", "pocketsphinx/vosk audio: 'microphone' (PortAudio) or a WAV file path"),
+    "asr.input": ("microphone", "pocketsphinx/vosk audio: 'microphone' (PortAudio), 'topic' (audio/user) or a WAV file path"),
     "asr.device": ("", "capture device name or index for 'microphone'; empty = system default"),
     "asr.chunk_ms": (100, "audio chunk fed to the recognizer (ms)"),
     "asr.endpoint_silence_s": (0.5, "policy fixed: trailing silence that ends an utterance; fused: the pause when one estimate says complete (s)"),
@@ -45,6 +49,9 @@ ASR_PARAMS = {
     "asr.text.gap_s": (1.0, "text backend: silence before each utterance (s)"),
     "asr.mute_while_robot_speaks": (True, "ignore audio while robot_speaking is true (no echo of the robot's voice)"),
 }
+
+
+AUDIO_LABEL = f"mono_{SAMPLE_RATE}hz"  # audio/user's layout label, as tts_node and make-bag write it
 
 
 class AsrNode(Node):
@@ -95,11 +102,31 @@ class AsrNode(Node):
         try:
             if self.p["asr.input"] == "microphone":
                 audio, paced = microphone_chunks(chunk_s, self.p["asr.device"]), True
+            elif self.p["asr.input"] == "topic":
+                arrived: queue.Queue[bytes] = queue.Queue()
+                self.create_subscription(Int16MultiArray, "audio/user", lambda msg: self._on_audio(msg, arrived), TEXT_QOS)
+                audio, paced = self._queued(arrived), True
             else:
                 audio, paced = chunks(read_wav(self.p["asr.input"]), chunk_s), False
         except AsrError as err:
             raise StartupError(f"asr.input: {err}") from None
         return lambda: self._listen(asr, audio, chunk_s, paced)
+
+    def _queued(self, arrived: queue.Queue):
+        """The chunks that arrived on `audio/user`, in order, as they come."""
+        while not self._stopping.is_set():
+            try:
+                yield arrived.get(timeout=0.1)
+            except queue.Empty:
+                continue
+
+    def _on_audio(self, msg: Int16MultiArray, arrived: queue.Queue) -> None:
+        label = msg.layout.dim[0].label if msg.layout.dim else AUDIO_LABEL
+        if label != AUDIO_LABEL:
+            self.get_logger().warning(f"ignored audio/user chunk labelled {label!r}: asr_node hears 16 kHz mono int16 "
+                                      f"(layout label {AUDIO_LABEL!r})", throttle_duration_sec=5.0)
+            return
+        arrived.put(np.asarray(msg.data, dtype=np.int16).tobytes())
 
     def _endpointer(self, asr: StreamingAsr) -> Endpointer:
         config = EndpointConfig(
@@ -157,16 +184,22 @@ class AsrNode(Node):
             self.get_logger().error(f"ASR source failed: {self.error}")
 
     def _listen(self, asr: StreamingAsr, audio, chunk_s: float, paced: bool) -> None:
-        """Feed audio chunks at their real timing; publish what the recognizer hears."""
+        """Feed audio chunks at their real timing; publish what the recognizer hears.
+
+        Stream time maps to wall time at each chunk's arrival, so a source that
+        pauses (a replay waiting for the robot's reply) keeps its stamps right."""
         if not paced:
             self._wait_for_listeners(need_tts=False)
         self.state = "listening"
-        t0 = time.time()
+        start = t0 = time.time()
+        heard_s = 0.0
         for i, pcm in enumerate(audio):
             if self._stopping.is_set():
                 return
             if not paced:  # a file: play it at real time, like a microphone
-                self._sleep_until(t0 + (i + 1) * chunk_s)
+                self._sleep_until(start + (i + 1) * chunk_s)
+            heard_s += len(pcm) / (2 * SAMPLE_RATE)
+            t0 = time.time() - heard_s
             # after an early final the user may go on: hear it (tts_node stops on the partial)
             muted = self.robot_speaking and self.p["asr.mute_while_robot_speaks"] and not asr.listening_for_more()
             self.state = "muted" if muted else "listening"

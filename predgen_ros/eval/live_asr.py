@@ -1,0 +1,117 @@
+"""`predgen-ros eval --endpoint-policies`: the bag's audio through a live asr_node, one run per policy.
+
+A plain eval replays the transcripts the bag recorded.  This one replays the
+user's audio (`audio/user`) into asr_node (pocketsphinx, the parameter file's
+VAD), so the endpoint policy under test decides when each final goes out, and
+`llm` and `fused` hear predgen_node's `turn/end_probability` as on a robot.
+
+Per run: the audio latency from the true end of speech, as in every eval, and
+the finals that cut a question off: asr_node stamps each final's end of
+speech (`asr/speech_end`), and one that lies before the question's own end
+means a pause inside the question ended the turn.  The baseline runs once,
+with `baseline_endpoint`, for the ratio.
+"""
+from __future__ import annotations
+
+import time
+
+from ..nodes.bringup import Graph
+from .bags import GRAPH_TOPICS, USER_TOPICS, BagError, BagMessage, read_bag
+from .bench import TurnRecord, percentile
+from .endpoints import endpoint_config
+from .replay import EvalSettings, GraphRun, Player, QuestionMarker
+
+# A final whose speech ended this close to the question's end closes the question
+# (the VAD's frames and the voice's fade-out); an inserted hesitation lies much earlier.
+CLOSING_TOLERANCE_S = 0.25
+LIVE_NODES = ("asr_node", "predgen_node", "tts_node")
+
+
+def load_audio_replay(bag, limit: int | None) -> list[BagMessage]:
+    """The user's audio chunks of the first `limit` questions."""
+    messages = read_bag(bag, ["audio/user", "eval/turn"])
+    starts = [m.t_ns for m in messages if m.topic == "eval/turn"]  # a marker is stored at its question's start
+    audio = [m for m in messages if m.topic == "audio/user" and not (limit and limit < len(starts) and m.t_ns >= starts[limit])]
+    if not audio:
+        raise BagError(f"{bag}: no audio/user messages to replay into asr_node: make it with `predgen-ros make-bag`")
+    return audio
+
+
+def endpoint_overrides(name: str) -> dict:
+    """asr_node's parameters for `fixed_<seconds>`, `smart_turn`, `llm` or `fused`."""
+    config = endpoint_config(name)
+    if config.policy == "fixed":
+        return {"asr.endpoint.policy": "fixed", "asr.endpoint_silence_s": config.silence_s}
+    return {"asr.endpoint.policy": config.policy}
+
+
+def live_asr_runs(settings: EvalSettings) -> list[GraphRun]:
+    """The baseline once (with `baseline_endpoint`), every other policy with every endpoint policy."""
+    def run(name: str, policy: str, endpoint: str) -> GraphRun:
+        overrides = {"asr.backend": "pocketsphinx", "asr.input": "topic", **endpoint_overrides(endpoint)}
+        return GraphRun(name, policy, overrides, LIVE_NODES, LivePlayer)
+
+    runs = [run("baseline", "baseline", settings.baseline_endpoint)] if "baseline" in settings.policies else []
+    return runs + [run(f"{policy}@{endpoint}", policy, endpoint)
+                   for policy in settings.policies if policy != "baseline" for endpoint in settings.endpoint_policies]
+
+
+class LivePlayer(Player):
+    """Plays the bag's audio to asr_node and records its finals beside the graph's answers."""
+
+    replayed = ("audio/user",)
+    recorded_topics = {**GRAPH_TOPICS, "asr/final": USER_TOPICS["asr/final"], "asr/speech_end": USER_TOPICS["asr/speech_end"]}
+
+    def _speech_ends(self) -> list[int]:
+        return [msg.stamp.sec * 1_000_000_000 + msg.stamp.nanosec for topic, _, msg in self.recorded if topic == "asr/speech_end"]
+
+    def _final_of(self, marker: QuestionMarker, shift_ns: int, graph: Graph, timeout: float) -> int | None:
+        """The end-of-speech stamp of the final that closes the question (the reply to it
+        comes after it), once asr_node has sent it; None if it sends none in `timeout`."""
+        closing_ns = marker.t_end_ns + shift_ns - int(CLOSING_TOLERANCE_S * 1e9)
+        deadline = time.time() + timeout
+        while not (closing := [t for t in self._speech_ends() if t >= closing_ns]):
+            if time.time() > deadline:
+                return None
+            self._spin_checked(graph, deadline + 1)
+        return closing[0]
+
+    def records(self, name: str, markers: list[QuestionMarker], outcomes: list[tuple[int, str]]) -> list[TurnRecord]:
+        records = super().records(name, markers, outcomes)
+        ends = self._speech_ends()
+        for record, marker, (shift_ns, _) in zip(records, markers, outcomes):
+            start, closing = marker.t_start_ns + shift_ns, marker.t_end_ns + shift_ns - int(CLOSING_TOLERANCE_S * 1e9)
+            record.early_finals = sum(start <= t < closing for t in ends)
+        return records
+
+
+def endpoint_summary(records: list[TurnRecord], summary: dict, runs: list[GraphRun]) -> dict:
+    """summary.json's `endpoint_policies`: per endpoint policy (per run where several
+    generation policies ran), latency from the true end of speech and the cut-off questions."""
+    tested = [run for run in runs if run.policy != "baseline"]
+    several = len({run.policy for run in tested}) > 1
+    baseline = summary.get("baseline", {}).get("audio_latency_p50_s")
+    result = {}
+    for run in tested:
+        rows = [r for r in records if r.policy == run.name]
+        cut = [r.qid for r in rows if r.early_finals]
+        latencies = [r.audio_latency_s for r in rows if r.answered]
+        result[run.name if several else run.name.split("@", 1)[1]] = {
+            "run": run.name, "questions": len(rows), "answered": len(latencies),
+            "audio_latency_p50_s": percentile(latencies, 0.5), "audio_latency_p90_s": percentile(latencies, 0.9),
+            "false_endpoint_rate": len(cut) / len(rows) if rows else None, "cut_off": cut,
+            "baseline_audio_latency_p50_s": baseline, "speedup_vs_baseline_p50": summary[run.name]["speedup_vs_baseline_p50"],
+        }
+    return result
+
+
+def format_endpoint_table(policies: dict) -> str:
+    from .bench import fmt
+
+    lines = ["| endpoint policy | audio latency p50 | p90 | false endpoints | baseline p50 | speedup | cut off |",
+             "|---|---:|---:|---:|---:|---:|---|"]
+    for name, s in policies.items():
+        lines.append(f"| {name} | {fmt(s['audio_latency_p50_s'], '.3f')} s | {fmt(s['audio_latency_p90_s'], '.3f')} s | "
+                     f"{fmt(s['false_endpoint_rate'], '.1%')} | {fmt(s['baseline_audio_latency_p50_s'], '.3f')} s | "
+                     f"{fmt(s['speedup_vs_baseline_p50'], '.2f')}x | {', '.join(s['cut_off']) or '–'} |")
+    return "\n".join(lines)
