@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 from dataclasses import dataclass, replace
@@ -472,23 +471,21 @@ def cmd_endpoints(args: argparse.Namespace) -> int:
         from .audio.turn_models import SmartTurn
 
         smart_turn = SmartTurn()
-    runs, policies = {}, {}
+    runs = {}
+    summary = {"bag": str(args.bag), "questions": len(markers), "vad": args.vad, "settings": asdict(base), "endpoint_policies": {}}
+    args.out.mkdir(parents=True, exist_ok=True)
     try:
         with tqdm(total=len(audio) * len(configs), desc="endpoints", unit="chunk") as bar:
             for name, config in configs.items():
                 bar.set_postfix_str(name)
                 runs[name] = ep.run_policy(name, config, audio, args.vad, text_estimate, smart_turn, bar.update)
-                policies[name] = ep.summarize(name, config, ep.outcomes(runs[name], markers, t0_ns))
+                summary["endpoint_policies"][name] = ep.summarize(name, config, ep.outcomes(runs[name], markers, t0_ns))
+                ep.write_summary(args.out, summary)  # each policy as soon as it is scored
     except AsrError as err:
         raise ConfigError(str(err)) from None
     reference = runs.get("fixed_0.8") or next(iter(runs.values()))  # the fewest split questions
-    summary = {"bag": str(args.bag), "questions": len(markers), "vad": args.vad, "settings": asdict(base),
-               "endpoint_policies": policies, "text_signal": ep.text_signal_auc(reference, markers, t0_ns, text_estimate)}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
-    table = ep.format_table(summary)
-    (args.out / "endpoints.md").write_text(table + "\n")
-    print(table)
+    summary["text_signal"] = ep.text_signal_auc(reference, markers, t0_ns, text_estimate)
+    print(ep.write_summary(args.out, summary))
     print(f"wrote {args.out}/summary.json, endpoints.md")
     return 0
 

@@ -68,3 +68,11 @@ def test_bad_settings_name_the_parameter(config, message):
 def test_smart_turn_policies_need_the_model():
     with pytest.raises(EndpointError, match="needs the Smart Turn model"):
         Endpointer(EndpointConfig(policy="fused"))
+
+
+def test_roc_auc_counts_ties_half_and_needs_both_classes():
+    from predgen_ros.eval.endpoints import roc_auc
+
+    assert roc_auc([0.9, 0.8], [0.1, 0.8]) == 0.875  # 3 pairs ordered, 1 tie
+    assert roc_auc([0.1], [0.9]) == 0.0
+    assert roc_auc([0.5], []) is None

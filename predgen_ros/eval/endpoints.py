@@ -137,7 +137,17 @@ def text_signal_auc(run: PolicyRun, markers: list[QuestionMarker], t0_ns: int, t
         whole = words(finals[-1].text)
         for partial in (p for p in run.partials if start <= p.t < stop):
             (positives if words(partial.text) == whole else negatives).append(text_estimate(partial.text))
-    return {"roc_auc": roc_auc(positives, negatives), "complete_partials": len(positives), "incomplete_partials": len(negatives)}
+    # what a threshold would do: the share of complete and of incomplete partials at or above it
+    at = {f"{t:g}": {"complete": _share_at_least(positives, t), "incomplete": _share_at_least(negatives, t)} for t in TEXT_THRESHOLDS}
+    return {"roc_auc": roc_auc(positives, negatives), "complete_partials": len(positives), "incomplete_partials": len(negatives),
+            "at_threshold": at}
+
+
+def _share_at_least(values: list[float], threshold: float) -> float | None:
+    return sum(v >= threshold for v in values) / len(values) if values else None
+
+
+TEXT_THRESHOLDS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
 
 
 def summarize(name: str, config: EndpointConfig, results: list[QuestionOutcome]) -> dict:
@@ -151,6 +161,14 @@ def summarize(name: str, config: EndpointConfig, results: list[QuestionOutcome])
         "false_endpoint_rate": len(cut) / len(results) if results else None, "cut_off": cut,
         "no_final": [r.qid for r in results if r.endpoint_delay_s is None],
     }
+
+
+def write_summary(out: Path, summary: dict) -> str:
+    """summary.json and endpoints.md (the table, which is returned)."""
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    table = format_table(summary)
+    (out / "endpoints.md").write_text(table + "\n")
+    return table
 
 
 def format_table(summary: dict) -> str:
