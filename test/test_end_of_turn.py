@@ -93,3 +93,14 @@ def test_a_new_question_after_the_final_is_a_new_turn(tiny_lm, make_session):
     drain(session)
     session.partial("and what about germany", 1.5)
     assert session.turn.t_final is None and [user for user, _ in session.history] == [COMPLETE]
+
+
+def test_the_offline_scorer_estimate_equals_a_fresh_pass(smollm):
+    """`predgen-ros endpoints` reuses the KV cache between growing hypotheses."""
+    from predgen_ros.eval.endpoints import TextEstimator
+
+    estimate = TextEstimator(smollm)
+    for text in ("what is", "what is the capital", "what is the capital of france", "tell me a joke"):
+        open_ids = smollm.open_turn_ids(text)
+        fresh = smollm.end_of_user_probability(smollm.token_logits(open_ids, [smollm.end_of_user_id])[0])
+        assert estimate(text) == pytest.approx(fresh, rel=1e-3, abs=1e-9), text

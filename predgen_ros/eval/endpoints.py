@@ -43,17 +43,25 @@ class PolicyRun:
 
 
 class TextEstimator:
-    """The LLM's probability that the user is done after a hypothesis (memoized)."""
+    """The LLM's probability that the user is done after a hypothesis (memoized).
+
+    Like predgen_node, it keeps the KV cache of the last hypothesis and passes
+    only the tokens after the common prefix: a growing partial costs a few tokens."""
 
     def __init__(self, lm):
+        from ..engine.lm import KVState
+
         self.lm = lm
+        self._state = KVState(lm)
         self._memo: dict[str, float] = {}
 
     def __call__(self, text: str) -> float:
         key = words(text)
         if key not in self._memo:
             open_ids = self.lm.open_turn_ids(text)
-            self._memo[key] = self.lm.end_of_user_probability(self.lm.token_logits(open_ids, [self.lm.end_of_user_id])[0])
+            kept = self._state.sync_prefix(open_ids)
+            self._state.append(open_ids[kept:])
+            self._memo[key] = self.lm.end_of_user_probability(self._state.next_logits)
         return self._memo[key]
 
 

@@ -46,14 +46,19 @@ def endpoint_overrides(name: str) -> dict:
 
 
 def live_asr_runs(settings: EvalSettings) -> list[GraphRun]:
-    """The baseline once (with `baseline_endpoint`), every other policy with every endpoint policy."""
+    """In the order of the policies: the baseline once (with `baseline_endpoint`), every
+    other policy once per endpoint policy."""
     def run(name: str, policy: str, endpoint: str) -> GraphRun:
         overrides = {"asr.backend": "pocketsphinx", "asr.input": "topic", **endpoint_overrides(endpoint)}
         return GraphRun(name, policy, overrides, LIVE_NODES, LivePlayer)
 
-    runs = [run("baseline", "baseline", settings.baseline_endpoint)] if "baseline" in settings.policies else []
-    return runs + [run(f"{policy}@{endpoint}", policy, endpoint)
-                   for policy in settings.policies if policy != "baseline" for endpoint in settings.endpoint_policies]
+    runs = []
+    for policy in settings.policies:
+        if policy == "baseline":
+            runs.append(run("baseline", "baseline", settings.baseline_endpoint))
+        else:
+            runs += [run(f"{policy}@{endpoint}", policy, endpoint) for endpoint in settings.endpoint_policies]
+    return runs
 
 
 class LivePlayer(Player):
