@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from dataclasses import dataclass, replace
@@ -160,6 +161,10 @@ def build_parser() -> argparse.ArgumentParser:
     ends.add_argument("--audio-threshold", type=float, default=0.5, help="Smart Turn probability that means complete (default 0.5)")
     ends.add_argument("--text-threshold", type=float, default=0.001, help="LLM end-of-message probability that means complete (default 0.001)")
     ends.add_argument("--limit", type=int, default=None, help="only the first N questions of the bag")
+    ends.add_argument("--sweep", action="store_true",
+                      help="instead of the policies: record every pause once, then score a grid of rules of all four policies")
+    ends.add_argument("--target-delay", type=float, default=0.25,
+                      help="--sweep: the best rule per policy has a median endpoint delay of at most this, s (default 0.25)")
     ends.add_argument("--out", type=Path, default=Path("endpoints-out"), help="summary.json and endpoints.md go here (default endpoints-out)")
 
     stress = sub.add_parser("stress", help="soak the ROS 2 graph with many turns, then inject faults; prints one summary line")
@@ -467,10 +472,12 @@ def cmd_endpoints(args: argparse.Namespace) -> int:
     audio, markers, t0_ns = ep.load_audio(args.bag, args.limit)
     text_estimate = ep.TextEstimator(_embedded_lm())
     smart_turn = None
-    if any(c.uses_audio for c in configs.values()):
+    if args.sweep or any(c.uses_audio for c in configs.values()):
         from .audio.turn_models import SmartTurn
 
         smart_turn = SmartTurn()
+    if args.sweep:
+        return _endpoint_sweep(args, audio, markers, t0_ns, text_estimate, smart_turn)
     runs = {}
     summary = {"bag": str(args.bag), "questions": len(markers), "vad": args.vad, "settings": asdict(base), "endpoint_policies": {}}
     args.out.mkdir(parents=True, exist_ok=True)
@@ -487,6 +494,29 @@ def cmd_endpoints(args: argparse.Namespace) -> int:
     summary["text_signal"] = ep.text_signal_auc(reference, markers, t0_ns, text_estimate)
     print(ep.write_summary(args.out, summary))
     print(f"wrote {args.out}/summary.json, endpoints.md")
+    return 0
+
+
+def _endpoint_sweep(args: argparse.Namespace, audio, markers, t0_ns: int, text_estimate, smart_turn) -> int:
+    from tqdm import tqdm
+
+    from .eval import endpoint_sweep as sw
+    from .eval import endpoints as ep
+
+    with tqdm(total=len(audio), desc="pauses", unit="chunk") as bar:
+        pauses, heard = sw.observe_pauses(audio, args.vad, text_estimate, smart_turn, pause_s=0.1, observe_s=1.3, progress=bar.update)
+    scored = [sw.score_rule(rule, pauses, markers, t0_ns) for rule in sw.sweep_rules()]
+    reference = next(row for row in scored if row["rule"] == "fixed 0.8")
+    best = sw.best_rules(scored, args.target_delay, reference["false_endpoint_rate"])
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "sweep.json").write_text(json.dumps({"bag": str(args.bag), "questions": len(markers), "vad": args.vad,
+                                                      "pauses": len(pauses), "target_delay_s": args.target_delay,
+                                                      "text_signal": ep.text_signal_auc(heard, markers, t0_ns, text_estimate),
+                                                      "best": best, "rules": scored}, indent=2))
+    table = sw.format_sweep(scored, best)
+    (args.out / "sweep.md").write_text(table + "\n")
+    print(table)
+    print(f"wrote {args.out}/sweep.json, sweep.md ({len(scored)} rules)")
     return 0
 
 

@@ -76,3 +76,27 @@ def test_roc_auc_counts_ties_half_and_needs_both_classes():
     assert roc_auc([0.9, 0.8], [0.1, 0.8]) == 0.875  # 3 pairs ordered, 1 tie
     assert roc_auc([0.1], [0.9]) == 0.0
     assert roc_auc([0.5], []) is None
+
+
+def test_the_sweep_replays_a_rule_on_recorded_pauses():
+    from predgen_ros.eval.endpoint_sweep import Pause, Rule, score_rule
+    from predgen_ros.eval.replay import QuestionMarker
+
+    def pause(t_voice_end, audio, text, longest):
+        steps = [(round(0.1 * n, 1), text) for n in range(1, int(round(longest * 10)) + 1)]
+        return Pause(t_voice_end, audio, steps)
+
+    # one question, 0-5 s: a 0.6 s hesitation at 2 s that sounds final but reads unfinished, then the real end
+    question = QuestionMarker("q", "text", 0, 5_000_000_000)
+    pauses = [pause(2.0, 0.9, 0.01, 0.6), pause(5.0, 0.9, 0.5, 1.3)]
+
+    def outcome(rule):
+        scored = score_rule(rule, pauses, [question], t0_ns=0)
+        return scored["endpoint_delay_p50_s"], scored["cut_off"]
+
+    assert outcome(Rule("fixed", silence_s=0.35)) == (pytest.approx(0.4), ["q"])   # the hesitation is longer
+    assert outcome(Rule("fixed", silence_s=0.8)) == (pytest.approx(0.8), [])
+    assert outcome(Rule("smart_turn", pause_s=0.1, audio_threshold=0.5)) == (pytest.approx(0.1), ["q"])
+    assert outcome(Rule("llm", pause_s=0.1, text_threshold=0.1)) == (pytest.approx(0.1), [])  # the words were unfinished
+    assert outcome(Rule("fused", pause_s=0.1, silence_s=0.35, text_threshold=0.1)) == (pytest.approx(0.1), ["q"])  # one estimate: 0.35 s
+    assert outcome(Rule("fused", pause_s=0.1, silence_s=0.65, text_threshold=0.1)) == (pytest.approx(0.1), [])

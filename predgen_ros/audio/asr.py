@@ -150,6 +150,11 @@ class StreamingAsr:
         self._prefix = ""             # that final's text, while the user goes on after it
 
     @property
+    def stream_time(self) -> float:
+        """Seconds of audio seen so far."""
+        return self._t
+
+    @property
     def in_utterance(self) -> bool:
         return self._in_utterance
 
