@@ -62,13 +62,20 @@ def default_voice_path() -> Path:
 class PiperSynthesizer:
     """Text to int16 audio with Piper; `cache_size` sentences are remembered."""
 
-    def __init__(self, voice_path: str | Path | None = None, cache_size: int = 32):
+    def __init__(self, voice_path: str | Path | None = None, cache_size: int = 32, reproducible: bool = False):
+        """`reproducible`: the same samples in every process (make-bag): Piper's noise
+        from a seeded generator, one thread (several sum in an order that varies)."""
         from piper import PiperVoice
 
         path = Path(voice_path) if voice_path else default_voice_path()
         if not path.is_file() or not Path(f"{path}.json").is_file():
             raise VoiceError(f"Piper voice not found: {path} (needs the .onnx file and its .onnx.json beside it)")
         self.voice = PiperVoice.load(str(path))
+        if reproducible:
+            onnxruntime.set_seed(0)  # Piper's noise comes from ONNX Runtime's generator
+            options = onnxruntime.SessionOptions()
+            options.intra_op_num_threads = options.inter_op_num_threads = 1
+            self.voice.session = onnxruntime.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
         self.voice.session = _ArenaReleasingSession(self.voice.session)
         self.sample_rate = self.voice.config.sample_rate
         self.cache_size = cache_size

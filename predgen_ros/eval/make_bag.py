@@ -117,7 +117,7 @@ def bag_messages(questions: list[Question], settings: BagSettings, progress=None
     from rclpy.serialization import serialize_message
     from std_msgs.msg import Header, Int16MultiArray, MultiArrayDimension, String
 
-    synth = PiperSynthesizer()
+    synth = PiperSynthesizer(reproducible=True)  # the same bag from the same questions and seed, on any load
     audio, turns = speak_questions(questions, synth, settings.gap_s, settings.hesitations, settings.seed)
     asr = StreamingAsr(make_recognizer(settings.backend, settings.vosk_model), settings.endpoint_silence_s, redecode_final=settings.redecode_final)
     t0 = time.time_ns()
