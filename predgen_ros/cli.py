@@ -512,11 +512,11 @@ def _endpoint_sweep(args: argparse.Namespace, audio, markers, t0_ns: int, text_e
     (args.out / "sweep.json").write_text(json.dumps({"bag": str(args.bag), "questions": len(markers), "vad": args.vad,
                                                       "pauses": len(pauses), "target_delay_s": args.target_delay,
                                                       "text_signal": ep.text_signal_auc(heard, markers, t0_ns, text_estimate),
-                                                      "best": best, "rules": scored}, indent=2))
+                                                      "best": best, "pareto": sw.pareto(scored)}, indent=2))
     table = sw.format_sweep(scored, best)
     (args.out / "sweep.md").write_text(table + "\n")
     print(table)
-    print(f"wrote {args.out}/sweep.json, sweep.md ({len(scored)} rules)")
+    print(f"wrote {args.out}/sweep.json, sweep.md ({len(scored)} rules scored; sweep.json keeps the Pareto-optimal ones)")
     return 0
 
 

@@ -167,14 +167,38 @@ def best_rules(scored: list[dict], max_delay_s: float, max_false_rate: float) ->
     return [{**row, "meets_false_rate": row["false_endpoint_rate"] <= max_false_rate} for _, row in best.values()]
 
 
+def pareto(scored: list[dict]) -> list[dict]:
+    """The rules no other rule of the same policy beats on both median delay and cut-off questions."""
+    timed = [r for r in scored if r["endpoint_delay_p50_s"] is not None]
+
+    def beaten(r: dict) -> bool:
+        return any(o["policy"] == r["policy"] and o is not r and o["endpoint_delay_p50_s"] <= r["endpoint_delay_p50_s"]
+                   and o["false_endpoint_rate"] <= r["false_endpoint_rate"]
+                   and (o["endpoint_delay_p50_s"], o["false_endpoint_rate"]) != (r["endpoint_delay_p50_s"], r["false_endpoint_rate"])
+                   for o in timed)
+
+    return sorted((r for r in timed if not beaten(r)), key=lambda r: (r["policy"], r["endpoint_delay_p50_s"]))
+
+
+FRONTIER_LIMITS_S = (0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.8)
+
+
 def format_sweep(scored: list[dict], best: list[dict]) -> str:
     from .bench import fmt
 
-    def row(r: dict) -> str:
-        return (f"| {r['rule']} | {fmt(r['endpoint_delay_p50_s'], '.3f')} s | {fmt(r['endpoint_delay_p90_s'], '.3f')} s | "
+    def row(r: dict, limit: str = "") -> str:
+        return (f"| {limit}{r['rule']} | {fmt(r['endpoint_delay_p50_s'], '.3f')} s | {fmt(r['endpoint_delay_p90_s'], '.3f')} s | "
                 f"{fmt(r['false_endpoint_rate'], '.1%')} |")
 
     header = ["| rule | endpoint delay p50 | p90 | false endpoints |", "|---|---:|---:|---:|"]
     fixed = [r for r in scored if r["policy"] == "fixed"]
+    frontier = []
+    for limit in FRONTIER_LIMITS_S:
+        for policy in ("smart_turn", "llm", "fused"):
+            within = [r for r in scored if r["policy"] == policy and r["endpoint_delay_p50_s"] is not None
+                      and r["endpoint_delay_p50_s"] <= limit]
+            if within:
+                frontier.append(row(min(within, key=lambda r: (r["false_endpoint_rate"], r["endpoint_delay_p50_s"])), f"≤ {limit:g} s: "))
     return "\n".join(["Fixed silences:", "", *header, *map(row, fixed), "",
-                      "Per policy, the fewest cut-off questions within the target delay:", "", *header, *map(row, best)])
+                      "Per policy, the fewest cut-off questions within the target delay:", "", *header, *map(row, best), "",
+                      "Per median-delay limit and policy, the rule with the fewest cut-off questions:", "", *header, *frontier])

@@ -134,16 +134,18 @@ def roc_auc(positives: list[float], negatives: list[float]) -> float | None:
 
 
 def text_signal_auc(run: PolicyRun, markers: list[QuestionMarker], t0_ns: int, text_estimate: TextEstimator) -> dict:
-    """Every partial of each question, labelled complete when its words are its last final's."""
+    """Every partial of each question, labelled complete when its words are the question's
+    last partial's: all the ASR heard of it.  (Not the final's: pocketsphinx decodes the
+    final again, and its words seldom equal any partial's.)"""
     positives, negatives = [], []
     for i, marker in enumerate(markers):
         start = (marker.t_start_ns - t0_ns) / 1e9
         stop = (markers[i + 1].t_start_ns - t0_ns) / 1e9 if i + 1 < len(markers) else float("inf")
-        finals = [f for f in run.finals if start <= f.t < stop]
-        if not finals:
+        partials = [p for p in run.partials if start <= p.t < stop]
+        if not partials:
             continue
-        whole = words(finals[-1].text)
-        for partial in (p for p in run.partials if start <= p.t < stop):
+        whole = words(partials[-1].text)
+        for partial in partials:
             (positives if words(partial.text) == whole else negatives).append(text_estimate(partial.text))
     # what a threshold would do: the share of complete and of incomplete partials at or above it
     at = {f"{t:g}": {"complete": _share_at_least(positives, t), "incomplete": _share_at_least(negatives, t)} for t in TEXT_THRESHOLDS}
