@@ -23,9 +23,9 @@ from ..audio.asr import StreamingAsr, make_recognizer, make_vad
 from ..audio.endpoint import EndpointConfig, Endpointer
 from .bench import percentile
 from .endpoints import PolicyRun
+from .live_asr import CLOSING_TOLERANCE_S  # a pause this close to the question's end is its last one
 from .replay import QuestionMarker
 
-CLOSING_TOLERANCE_S = 0.25  # a pause this close to the question's end is its last one (as in live_asr)
 
 
 @dataclass
