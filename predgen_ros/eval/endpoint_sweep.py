@@ -22,10 +22,9 @@ from dataclasses import dataclass, field
 from ..audio.asr import StreamingAsr, make_recognizer, make_vad
 from ..audio.endpoint import EndpointConfig, Endpointer
 from .bench import percentile
-from .endpoints import PolicyRun
+from .endpoints import PolicyRun, hear
 from .live_asr import CLOSING_TOLERANCE_S  # a pause this close to the question's end is its last one
 from .replay import QuestionMarker
-
 
 
 @dataclass
@@ -36,11 +35,11 @@ class Pause:
 
 
 class PauseRecorder(Endpointer):
-    """Ends an utterance only after `observe_s` of silence; records every pause."""
+    """Ends an utterance only after the config's `max_silence_s`; records every pause."""
 
-    def __init__(self, config: EndpointConfig, audio_estimate, clock, observe_s: float):
+    def __init__(self, config: EndpointConfig, audio_estimate, clock):
         super().__init__(config, audio_estimate)
-        self.clock, self.observe_s = clock, observe_s
+        self.clock = clock
         self.pauses: list[Pause] = []
         self._open: Pause | None = None
 
@@ -51,10 +50,10 @@ class PauseRecorder(Endpointer):
     def ends(self, silence_s: float, text_estimate: float | None = None) -> bool:
         if silence_s >= self.config.pause_s:
             if self._open is None:
-                self._open = Pause(self.clock() - silence_s, self.audio_estimate() if self.audio_estimate else None)
+                self._open = Pause(self.clock() - silence_s, self.audio_estimate())
                 self.pauses.append(self._open)
             self._open.steps.append((silence_s, text_estimate))
-        return silence_s >= self.observe_s
+        return silence_s >= self.config.max_silence_s
 
 
 def observe_pauses(audio: list[tuple[float, bytes]], vad: str, text_estimate, smart_turn, pause_s: float,
@@ -62,17 +61,9 @@ def observe_pauses(audio: list[tuple[float, bytes]], vad: str, text_estimate, sm
     """Every pause of the bag's speech, and what the ASR heard (for the text signal's AUC)."""
     asr = StreamingAsr(make_recognizer("pocketsphinx"), vad=make_vad(vad))
     recorder = PauseRecorder(EndpointConfig(policy="fused", pause_s=pause_s, max_silence_s=observe_s),
-                             lambda: smart_turn.probability(asr.utterance_audio), lambda: asr.stream_time, observe_s)
+                             lambda: smart_turn.probability(asr.utterance_audio), lambda: asr.stream_time)
     asr.endpointer = recorder
-    heard = PolicyRun(f"observe {observe_s:g} s")
-    for _, pcm in audio:
-        for event in asr.feed(pcm):
-            (heard.partials if event.kind == "partial" else heard.finals).append(event)
-            if event.kind == "partial":
-                asr.text_estimate(event.text, text_estimate(event.text))
-        if progress:
-            progress()
-    heard.finals += [event for event in asr.flush() if event.kind == "final"]
+    heard = hear(f"observe {observe_s:g} s", asr, audio, text_estimate, progress)
     return recorder.pauses, heard
 
 

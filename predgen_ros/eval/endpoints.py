@@ -89,14 +89,20 @@ def load_audio(bag: Path, limit: int | None = None) -> tuple[list[tuple[float, b
 def run_policy(name: str, config: EndpointConfig, audio: list[tuple[float, bytes]], vad: str,
                text_estimate: TextEstimator | None, smart_turn=None, progress=None) -> PolicyRun:
     """The bag's audio through StreamingAsr with one endpoint policy."""
-    run = PolicyRun(name)
     asr = StreamingAsr(make_recognizer("pocketsphinx"), vad=make_vad(vad))
     audio_estimate = (lambda: smart_turn.probability(asr.utterance_audio)) if config.uses_audio else None
     asr.endpointer = Endpointer(config, audio_estimate)
+    return hear(name, asr, audio, text_estimate if config.uses_text else None, progress)
+
+
+def hear(name: str, asr: StreamingAsr, audio: list[tuple[float, bytes]], text_estimate=None, progress=None) -> PolicyRun:
+    """Feed the audio to `asr`; its partials and finals, each partial's text estimate
+    handed back to it when `text_estimate` is given."""
+    run = PolicyRun(name)
     for _, pcm in audio:
         for event in asr.feed(pcm):
             (run.partials if event.kind == "partial" else run.finals).append(event)
-            if event.kind == "partial" and config.uses_text:
+            if event.kind == "partial" and text_estimate:
                 asr.text_estimate(event.text, text_estimate(event.text))
         if progress:
             progress()
