@@ -8,11 +8,13 @@ A launch argument left empty keeps the value of the parameter file.  When one
 node exits (a bad model path, a crash), the whole launch shuts down, as
 `predgen-ros bringup` does on installs without `ros2 launch`.
 """
-from launch import LaunchDescription
+
 from launch.actions import DeclareLaunchArgument, OpaqueFunction, Shutdown
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node
 from launch_ros.substitutions import FindPackageShare
+
+from launch import LaunchDescription
 
 NODES = ("asr_node", "predgen_node", "tts_node")
 
@@ -34,15 +36,23 @@ def _nodes(context):
         if value:
             overrides[node][parameter] = value
     return [
-        Node(package="predgen_ros", executable=node, name=node, output="screen", parameters=[params_file, overrides[node]],
-             on_exit=Shutdown(reason=f"{node} exited; stopping the other nodes"))
+        Node(
+            package="predgen_ros",
+            executable=node,
+            name=node,
+            output="screen",
+            parameters=[params_file, overrides[node]],
+            on_exit=Shutdown(reason=f"{node} exited; stopping the other nodes"),
+        )
         for node in NODES
     ]
 
 
 def generate_launch_description():
     default_params = PathJoinSubstitution([FindPackageShare("predgen_ros"), "config", "predgen.yaml"])
-    arguments = [DeclareLaunchArgument("params_file", default_value=default_params, description="ROS 2 parameter file for the three nodes")]
+    arguments = [
+        DeclareLaunchArgument("params_file", default_value=default_params, description="ROS 2 parameter file for the three nodes")
+    ]
     arguments += [
         DeclareLaunchArgument(name, default_value="", description=f"{description} (empty: from params_file)")
         for name, (_, _, description) in OVERRIDES.items()

@@ -1,4 +1,5 @@
 """Bags: make-bag output reads back identically; damaged bags give one clear line."""
+
 from __future__ import annotations
 
 import shutil

@@ -1,4 +1,5 @@
 """`predgen-ros bringup`: three processes, prefixed logs, stopped together."""
+
 from __future__ import annotations
 
 import signal
@@ -15,9 +16,13 @@ from predgen_ros.nodes.bringup import default_params_file, node_command, node_fo
 
 def start_bringup(*args):
     # as from a shell: Ctrl-C's default action, whatever an earlier test left in this process
-    return subprocess.Popen([sys.executable, "-m", "predgen_ros.cli", "bringup", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    return subprocess.Popen(
+        [sys.executable, "-m", "predgen_ros.cli", "bringup", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
 
 
 def node_pids(proc):
@@ -25,7 +30,12 @@ def node_pids(proc):
 
 
 def test_parameters_go_to_the_node_that_declares_them():
-    assert [node_for(p) for p in ("asr.backend", "tts.sink", "verifier.k", "policy")] == ["asr_node", "tts_node", "predgen_node", "predgen_node"]
+    assert [node_for(p) for p in ("asr.backend", "tts.sink", "verifier.k", "policy")] == [
+        "asr_node",
+        "tts_node",
+        "predgen_node",
+        "predgen_node",
+    ]
     command = node_command("tts_node", "p.yaml", {"tts.sink": "none", "policy": "baseline", "tts.realtime": False})
     assert command[-4:] == ["-p", "tts.sink:='none'", "-p", "tts.realtime:=false"]
     assert ros_value("007") == "'007'"  # stays a string

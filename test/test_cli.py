@@ -1,4 +1,5 @@
 """Bad input gets one clear error line and exit code 2, never a traceback."""
+
 import json
 import subprocess
 import sys
@@ -44,8 +45,15 @@ def test_unknown_policy_verifier_or_decoder(args, needle):
     assert_one_line_error(run_cli("bench", *args), needle)
 
 
-@pytest.mark.parametrize("args, needle", [(["--settings", "exact,fuzzy"], "fuzzy"), (["--settings", "exact", "--rates", "600,fast"], "--rates"),
-                                          (["--settings", "exact", "--history", "0,512"], "--conversation"),
-                                          (["--settings", "exact", "--turn", "3"], "--turn"), (["--settings", "exact", "--max-chars", "5"], "shorter than")])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--settings", "exact,fuzzy"], "fuzzy"),
+        (["--settings", "exact", "--rates", "600,fast"], "--rates"),
+        (["--settings", "exact", "--history", "0,512"], "--conversation"),
+        (["--settings", "exact", "--turn", "3"], "--turn"),
+        (["--settings", "exact", "--max-chars", "5"], "shorter than"),
+    ],
+)
 def test_a_bad_frontier_option_is_one_line(args, needle):
     assert_one_line_error(run_cli("frontier", *args), needle)

@@ -1,4 +1,5 @@
 """The real nodes as separate processes, driven over DDS like an ASR would drive them."""
+
 from __future__ import annotations
 
 import time
@@ -75,13 +76,21 @@ class FakeUser:
 def graph(tmp_path_factory):
     out = tmp_path_factory.mktemp("graph")
     overrides = {
-        "policy": "predgen", "generation.max_new_tokens": 40,
-        "tts.sink": "wav", "tts.wav_dir": str(out / "wav"), "tts.realtime": True,  # speech lasts: barge-in can happen
+        "policy": "predgen",
+        "generation.max_new_tokens": 40,
+        "tts.sink": "wav",
+        "tts.wav_dir": str(out / "wav"),
+        "tts.realtime": True,  # speech lasts: barge-in can happen
     }
     rclpy.init()
-    with open(out / "graph.log", "w") as log, Graph(default_params_file(), overrides, nodes=("predgen_node", "tts_node"), log=log) as g:
+    with (
+        open(out / "graph.log", "w") as log,
+        Graph(default_params_file(), overrides, nodes=("predgen_node", "tts_node"), log=log) as g,
+    ):
         user = FakeUser()
-        user.spin_until(lambda: user.reset.service_is_ready() and user.node.count_subscribers("asr/final") > 0, timeout=120, graph=g)
+        user.spin_until(
+            lambda: user.reset.service_is_ready() and user.node.count_subscribers("asr/final") > 0, timeout=120, graph=g
+        )
         user.spin_until(lambda: user.node.count_publishers("robot_speaking") > 0, timeout=60, graph=g)
         yield g, user, out
         user.node.destroy_node()
@@ -102,7 +111,12 @@ def test_turns_produce_speech_reports_and_use_history(graph):
     assert first["history_turns"] == "0"
     assert first["first_sentence"], "a first sentence was committed"
     assert float(first["audio_latency_s"]) > 0  # no upper bound: a slow machine is slow, not wrong
-    assert float(first["t_end_of_speech"]) <= float(first["t_final_transcript"]) <= float(first["t_commit"]) <= float(first["t_first_audio"])
+    assert (
+        float(first["t_end_of_speech"])
+        <= float(first["t_final_transcript"])
+        <= float(first["t_commit"])
+        <= float(first["t_first_audio"])
+    )
     assert int(first["nfe_tfs"]) >= 1 and int(first["rounds"]) >= 1
 
     # the committed first sentence was spoken: a WAV with speech-length, non-silent audio
@@ -126,8 +140,8 @@ def test_turns_produce_speech_reports_and_use_history(graph):
 def test_bad_input_is_survived_and_the_next_turn_answered(graph):
     g, user, _ = graph
     reports = len(user.reports)
-    user.partial.publish(String(data="   "))            # whitespace hypothesis
-    user.final.publish(String(data=""))                 # empty final, no partials
+    user.partial.publish(String(data="   "))  # whitespace hypothesis
+    user.final.publish(String(data=""))  # empty final, no partials
     user.say("🤖 مرحبا 你好 \u202eevil\u202c \x07bell", g, final=False)  # any Unicode, control characters
     user.final.publish(String(data="🤖 مرحبا 你好"))
     user.spin_until(lambda: len(user.reports) > reports, graph=g)

@@ -1,4 +1,5 @@
 """launch/predgen.launch.py: loaded by ROS 2 launch where it is installed; checked statically everywhere."""
+
 from __future__ import annotations
 
 import ast
@@ -19,8 +20,9 @@ ARGUMENTS = {"params_file", "policy", "model", "device", "asr_backend", "sink"}
 
 def ros2_launch_available() -> bool:
     try:
-        from launch import LaunchDescription  # noqa: F401  (the repo's launch/ folder has no such name)
         import launch_ros  # noqa: F401
+
+        from launch import LaunchDescription  # noqa: F401  (the repo's launch/ folder has no such name)
     except ImportError:
         return False
     return True
@@ -31,7 +33,11 @@ def launch_constants():
     tree = ast.parse(LAUNCH_FILE.read_text())
     constants = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) and node.targets[0].id in ("NODES", "OVERRIDES"):
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id in ("NODES", "OVERRIDES")
+        ):
             constants[node.targets[0].id] = ast.literal_eval(node.value)
     return constants
 
@@ -46,17 +52,22 @@ def test_launch_file_starts_the_same_nodes_and_overrides_declared_parameters():
 
 
 def test_one_node_exiting_shuts_the_launch_down_as_bringup_does():
-    calls = [n for n in ast.walk(ast.parse(LAUNCH_FILE.read_text())) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "Node"]
+    calls = [
+        n for n in ast.walk(ast.parse(LAUNCH_FILE.read_text())) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "Node"
+    ]
     assert calls, "the launch file starts its nodes with launch_ros' Node"
     for call in calls:
         on_exit = next((k.value for k in call.keywords if k.arg == "on_exit"), None)
         assert isinstance(on_exit, ast.Call) and on_exit.func.id == "Shutdown", "every node shuts the launch down when it exits"
 
 
-@pytest.mark.skipif(not ros2_launch_available(), reason="ROS 2 `launch` / `launch_ros` are not installed (not on PyPI; source a ROS 2 distro)")
+@pytest.mark.skipif(
+    not ros2_launch_available(), reason="ROS 2 `launch` / `launch_ros` are not installed (not on PyPI; source a ROS 2 distro)"
+)
 def test_ros2_launch_loads_the_launch_file():
-    from launch import LaunchDescription
     from launch.actions import DeclareLaunchArgument
+
+    from launch import LaunchDescription
 
     spec = importlib.util.spec_from_file_location("predgen_launch", LAUNCH_FILE)
     module = importlib.util.module_from_spec(spec)

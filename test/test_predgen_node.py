@@ -1,4 +1,5 @@
 """predgen_node in this process: its callbacks and its worker thread side by side."""
+
 from __future__ import annotations
 
 import sys

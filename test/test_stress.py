@@ -1,4 +1,5 @@
 """A short soak of the real graph and every fault scenario of `predgen-ros stress`."""
+
 from __future__ import annotations
 
 import re
@@ -23,5 +24,7 @@ def test_a_short_soak_answers_every_turn_and_survives_every_fault(tmp_path):
     assert all(len(samples) == 8 for samples in result.rss_mb.values())
     assert set(result.growth_by_node_mb) == {"asr_node", "predgen_node", "tts_node"}
     assert result.rss_growth_mb == max(result.growth_by_node_mb.values())
-    assert re.fullmatch(r"stress: sent=8 answered=8 faults=3 crashes=0 stuck=0 max_rss_mb=\d+\.\d rss_growth_mb=-?\d+\.\d", result.line())
+    assert re.fullmatch(
+        r"stress: sent=8 answered=8 faults=3 crashes=0 stuck=0 max_rss_mb=\d+\.\d rss_growth_mb=-?\d+\.\d", result.line()
+    )
     assert result.passed

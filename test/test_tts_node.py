@@ -1,4 +1,5 @@
 """tts_node alone: real-time speech, barge-in within a chunk, pre-synthesis, audio on a topic."""
+
 from __future__ import annotations
 
 import time
@@ -12,8 +13,10 @@ from std_msgs.msg import Bool, Header, Int16MultiArray, String
 from predgen_ros.nodes.bringup import Graph, default_params_file
 from predgen_ros.nodes.common import AUDIO_QOS, TEXT_QOS
 
-LONG = ("Robots that listen while you speak can prepare an answer early, "
-        "and this sentence is long enough to take several seconds to say out loud.")
+LONG = (
+    "Robots that listen while you speak can prepare an answer early, "
+    "and this sentence is long enough to take several seconds to say out loud."
+)
 
 
 class Listener:
@@ -69,10 +72,10 @@ def test_barge_in_stops_speech_within_a_chunk(tts):
     listener.spin_until(lambda: not listener.is_speaking(), timeout=5, graph=graph)
     stopped_after = listener.speaking[-1][0] - t_user
     assert stopped_after < 0.35, stopped_after  # one 100 ms chunk, plus DDS delivery both ways
-    listener.say.publish(String(data=""))       # predgen_node ends the interrupted reply
+    listener.say.publish(String(data=""))  # predgen_node ends the interrupted reply
     with wave.open(str(wav_dir / "reply_001.wav")) as f:
         played = f.getnframes() / f.getframerate()
-    assert 0.9 < played < 1.6, played           # about the second it spoke, not the whole sentence
+    assert 0.9 < played < 1.6, played  # about the second it spoke, not the whole sentence
 
     # the next reply is spoken in full
     listener.say.publish(String(data="Of course."))

@@ -3,6 +3,7 @@
 One mapping serves the ROS node (its declared parameters) and the CLI (the
 same YAML file), so a parameter travels from the YAML to the decode loop here.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -33,12 +33,13 @@ CONTINUATION_WINDOW_S is the user going on, not a new question.  The turn
 listens again: its reply is unsaid (dropped from the history), and its
 candidate is verified against the longer question like any rewrite.
 """
+
 from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..transcripts import words
 from .anticipate import Guess, ends_sentence, on_track
@@ -68,21 +69,21 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class EngineConfig:
     policy: str = "predgen"
-    verifier: str = "exact"        # lossless; in a conversation still several times faster (README)
+    verifier: str = "exact"  # lossless; in a conversation still several times faster (README)
     top_k: int = 3
     # Rank alone lets an early guess answer a later question (README, "How it works"):
-    max_gap: float = 1.0           # top-K: nats a kept runner-up may lie below the most likely token (inf: the paper)
-    exact_head: int = 1            # all but exact: the reply's first tokens must be the most likely one
-    copy_guard: bool = True        # all but exact: a runner-up token may not copy an earlier reply
-    margin: float = 0.25           # margin: nats a kept token may lie below the most likely token, any rank
-    min_p: float = 0.5             # minp: a kept token has at least this share of the top token's probability
+    max_gap: float = 1.0  # top-K: nats a kept runner-up may lie below the most likely token (inf: the paper)
+    exact_head: int = 1  # all but exact: the reply's first tokens must be the most likely one
+    copy_guard: bool = True  # all but exact: a runner-up token may not copy an earlier reply
+    margin: float = 0.25  # margin: nats a kept token may lie below the most likely token, any rank
+    min_p: float = 0.5  # minp: a kept token has at least this share of the top token's probability
     decoder: str = "ar"
-    jacobi_block: int = 8          # tokens per Jacobi iteration (1 exact + guesses)
-    margin_tokens: int = 2         # speculate this far past the first sentence
-    max_new_tokens: int = 256      # whole reply; 0 = stop after the first sentence
-    history_tokens: int = 1024     # earlier turns kept in the prompt (a long prompt slows every pass)
-    anticipate: bool = True        # predgen: speculate on the model's guess of the sentence's end (README: Recommendation)
-    anticipate_tokens: int = 12    # at most this many tokens of guessed user text
+    jacobi_block: int = 8  # tokens per Jacobi iteration (1 exact + guesses)
+    margin_tokens: int = 2  # speculate this far past the first sentence
+    max_new_tokens: int = 256  # whole reply; 0 = stop after the first sentence
+    history_tokens: int = 1024  # earlier turns kept in the prompt (a long prompt slows every pass)
+    anticipate: bool = True  # predgen: speculate on the model's guess of the sentence's end (README: Recommendation)
+    anticipate_tokens: int = 12  # at most this many tokens of guessed user text
     sentence: SentenceRules = field(default_factory=SentenceRules)
 
     def __post_init__(self):
@@ -126,16 +127,16 @@ class TurnStats:
     """What happened in one turn, with times from the session's clock."""
 
     user_text: str = ""
-    utterance: str | None = None     # the ASR's utterance number, when it gives one
+    utterance: str | None = None  # the ASR's utterance number, when it gives one
     t_first_partial: float | None = None
     t_final: float | None = None
     t_speech_end: float | None = None  # the ASR's end of the user's voiced audio, when it gives one
     t_end_of_turn: float | None = None
     t_commit: float | None = None
     passes: list[tuple[float, float]] = field(default_factory=list)  # (start, stop) of each forward pass
-    rounds: int = 0                  # verifications (predgen) or restarts (preemptive, baseline)
-    guess_passes: int = 0            # passes spent guessing how the user's sentence ends (anticipation)
-    anticipated: str = ""            # the latest anticipated user text
+    rounds: int = 0  # verifications (predgen) or restarts (preemptive, baseline)
+    guess_passes: int = 0  # passes spent guessing how the user's sentence ends (anticipation)
+    anticipated: str = ""  # the latest anticipated user text
     end_probabilities: list[tuple[str, float]] = field(default_factory=list)  # (partial, P(the user is done))
     final_accepted: int | None = None  # candidate tokens kept by the verification against the final
     final_candidate: int | None = None
@@ -144,7 +145,7 @@ class TurnStats:
     jacobi_passes: int = 0
     jacobi_tokens: int = 0
     prompt_ids: list[int] = field(default_factory=list)
-    history_turns: int = 0           # earlier turns in the prompt
+    history_turns: int = 0  # earlier turns in the prompt
     first_sentence: str = ""
     first_sentence_ids: list[int] = field(default_factory=list)
     reply: str = ""
@@ -293,8 +294,13 @@ class Session:
     def has_work(self) -> bool:
         if self._done:
             return False
-        return (self._guess is not None or self._needs_sync or self._wants_token() or self._ready_to_commit()
-                or self._end_probability_known())
+        return (
+            self._guess is not None
+            or self._needs_sync
+            or self._wants_token()
+            or self._ready_to_commit()
+            or self._end_probability_known()
+        )
 
     def step(self) -> list[tuple[str, str]]:
         """At most one forward pass, then the emissions it made possible."""
@@ -315,22 +321,22 @@ class Session:
         self.turn = TurnStats()
         self._latest = ""
         self._heard_since_final = False  # a partial was taken after the turn's final
-        self._prompt: list[int] = []         # the prompt we should be answering
+        self._prompt: list[int] = []  # the prompt we should be answering
         self._synced_prompt: list[int] = []  # the prompt the cache currently starts with
         self._needs_sync = False
-        self._finished = False   # the reply reached a stop token or its length cap
+        self._finished = False  # the reply reached a stop token or its length cap
         self._committed = False
         self._done = False
-        self._spoken = 0         # characters of the reply already emitted as sentences
+        self._spoken = 0  # characters of the reply already emitted as sentences
         self._candidate = ""
         self._draft: list[int] = []
         self._analysis: tuple[int, tuple[str, int] | None] | None = None  # (cache version, first sentence)
-        self._ids_memo: tuple[int, int, list[int]] | None = None           # (cache version, end, its tokens)
-        self._version = 0        # bumped by every change of the cache
+        self._ids_memo: tuple[int, int, list[int]] | None = None  # (cache version, end, its tokens)
+        self._version = 0  # bumped by every change of the cache
         self._guess: Guess | None = None  # the continuation of the user's text being decoded
-        self._anticipated = ""   # the anticipated user text the target answers ("" : none)
+        self._anticipated = ""  # the anticipated user text the target answers ("" : none)
         self._held: list[int] | None = None  # the candidate reply, kept aside while the cache guesses
-        self._target_text = ""   # the user text the prompt holds
+        self._target_text = ""  # the user text the prompt holds
         self._end_scores: dict[str, float] = {}  # user text (as `words`) -> P(the message ends after it)
         self._unscored: str | None = None  # the latest partial, until its end probability is emitted
         replies = [self.lm.encode_reply(reply) for _, reply in self.history] if self.config.copy_guard else []
@@ -362,7 +368,7 @@ class Session:
 
     @property
     def _reply_ids(self) -> list[int]:
-        return self.state.tokens[len(self._synced_prompt):]
+        return self.state.tokens[len(self._synced_prompt) :]
 
     def _pending(self) -> list[int]:
         """The greedy next token, known from the last pass without another one."""
@@ -415,9 +421,16 @@ class Session:
         self.state.watch, self.state.watched = self.lm.user_end(self._prompt), None
         candidate = self._candidate_to_verify()
         if candidate is not None:
-            kept = verify_candidate(self.state, self._prompt, candidate, self.config.accept_k,
-                                    self.config.accept_gap, self.config.exact_head, self._history_ngrams)
-            self._draft = candidate[kept + 1:]  # the rejected tail seeds the next Jacobi block
+            kept = verify_candidate(
+                self.state,
+                self._prompt,
+                candidate,
+                self.config.accept_k,
+                self.config.accept_gap,
+                self.config.exact_head,
+                self._history_ngrams,
+            )
+            self._draft = candidate[kept + 1 :]  # the rejected tail seeds the next Jacobi block
             if self.turn.t_final is not None:
                 self.turn.final_accepted, self.turn.final_candidate = kept, len(candidate)
         else:
@@ -553,7 +566,7 @@ class Session:
             return self._close_turn(self.turn.first_sentence)
         out = []
         text = self._reply_text(with_pending=not self._finished)
-        while split := split_first_sentence(text[self._spoken:], self.config.sentence, finished=self._finished):
+        while split := split_first_sentence(text[self._spoken :], self.config.sentence, finished=self._finished):
             if not split[0]:
                 break
             out.append(("sentence", split[0]))

@@ -7,6 +7,7 @@ tts_node writes each reply as a WAV file, and this process listens to
 `predgen/latency` for the per-turn reports.  A question without a report is
 shown as "no reply".  Latencies come from the graph's own clocks (real time).
 """
+
 from __future__ import annotations
 
 import json
@@ -50,7 +51,10 @@ class ReportListener:
 
     def _on_report(self, msg) -> None:
         for status in msg.status:
-            self.reports.append({kv.key: kv.value for kv in status.values} | {"_level": int.from_bytes(status.level, "little"), "_message": status.message})
+            self.reports.append(
+                {kv.key: kv.value for kv in status.values}
+                | {"_level": int.from_bytes(status.level, "little"), "_message": status.message}
+            )
 
     def spin_until(self, done, graph: Graph, timeout: float, progress=None) -> None:
         deadline = time.time() + timeout
@@ -74,15 +78,23 @@ def run_policy(policy: str, settings: DemoSettings, progress=None) -> list[dict[
     wav_dir = settings.out / policy
     wav_dir.mkdir(parents=True, exist_ok=True)
     overrides = {
-        "policy": policy, "asr.backend": "text", "asr.text.limit": settings.limit, "asr.text.wait_for_reply": True,
-        "asr.text.reply_timeout_s": settings.turn_timeout_s, "tts.sink": "wav", "tts.wav_dir": str(wav_dir.resolve()), "tts.realtime": False,
+        "policy": policy,
+        "asr.backend": "text",
+        "asr.text.limit": settings.limit,
+        "asr.text.wait_for_reply": True,
+        "asr.text.reply_timeout_s": settings.turn_timeout_s,
+        "tts.sink": "wav",
+        "tts.wav_dir": str(wav_dir.resolve()),
+        "tts.realtime": False,
     }
     log_path = settings.out / f"graph-{policy}.log"
     listener = ReportListener()
     with open(log_path, "w") as log, Graph(settings.params_file, overrides, log=log) as graph:
         try:
             # asr_node asks each question once the previous reply has ended (or timed out)
-            listener.spin_until(lambda: listener.asr_state == "input finished", graph, settings.turn_timeout_s * settings.limit, progress)
+            listener.spin_until(
+                lambda: listener.asr_state == "input finished", graph, settings.turn_timeout_s * settings.limit, progress
+            )
         except GraphError as err:
             raise GraphError(f"policy {policy}: {err}; see {log_path}") from None
         finally:
@@ -107,7 +119,11 @@ def latency_table(questions: list[str], reports: dict[str, list[dict[str, str] |
     """Per question: audio latency of each policy ("no reply" where none came), and baseline/last policy."""
     policies = list(reports)
     compare = "baseline" in reports and len(policies) > 1
-    header = f"{'turn':<5} {'question':<42}" + "".join(f" {p + ' (s)':>15}" for p in policies) + (f" {'speedup':>8}" if compare else "")
+    header = (
+        f"{'turn':<5} {'question':<42}"
+        + "".join(f" {p + ' (s)':>15}" for p in policies)
+        + (f" {'speedup':>8}" if compare else "")
+    )
     lines = [header, "-" * len(header)]
     latency = {p: [float(r["audio_latency_s"]) if r else None for r in rows] for p, rows in reports.items()}
     for i, question in enumerate(questions):
@@ -117,7 +133,10 @@ def latency_table(questions: list[str], reports: dict[str, list[dict[str, str] |
         if compare and None not in (values[0], values[-1]):
             line += f" {values[0] / values[-1]:>7.2f}x"
         lines.append(line)
-    p50 = [statistics.median(v for v in latency[p] if v is not None) if any(v is not None for v in latency[p]) else None for p in policies]
+    p50 = [
+        statistics.median(v for v in latency[p] if v is not None) if any(v is not None for v in latency[p]) else None
+        for p in policies
+    ]
     line = f"{'p50':<5} {'':<42}" + "".join(f" {'-':>15}" if v is None else f" {v:>15.3f}" for v in p50)
     if compare and None not in (p50[0], p50[-1]):
         line += f" {p50[0] / p50[-1]:>7.2f}x"

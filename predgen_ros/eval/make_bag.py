@@ -11,6 +11,7 @@ With `hesitations` > 0, that share of the questions (seeded) gets a pause of
 0.3-1.0 s at a word boundary inside it, as people hesitate: an endpoint that
 comes at such a pause cuts the question off (the marker lists the pauses).
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,8 @@ from .bags import USER_TOPICS, BagMessage, write_bag
 
 VOICED = 300  # int16 amplitude above which a sample counts as speech
 WORD_GAP_S = 0.02  # a quiet run this long inside the speech lies between two words
-HESITATION_S = (0.3, 1.0)       # the length of an inserted pause, drawn uniformly
-HESITATION_AT = (0.25, 0.75)    # where in the question it goes (share of its length)
+HESITATION_S = (0.3, 1.0)  # the length of an inserted pause, drawn uniformly
+HESITATION_AT = (0.25, 0.75)  # where in the question it goes (share of its length)
 
 
 @dataclass(frozen=True)
@@ -37,11 +38,11 @@ class BagSettings:
     backend: str = "pocketsphinx"
     vosk_model: str = ""
     endpoint_silence_s: float = 0.5
-    gap_s: float = 3.0      # silence before each question (and after the last)
+    gap_s: float = 3.0  # silence before each question (and after the last)
     chunk_s: float = 0.1
     redecode_final: bool = True  # False: the final is the last partial, sent at the endpoint
-    hesitations: float = 0.0     # percent of the questions with a pause inside
-    seed: int = 0                # which questions hesitate, where and how long
+    hesitations: float = 0.0  # percent of the questions with a pause inside
+    seed: int = 0  # which questions hesitate, where and how long
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class SpokenTurn:
     qid: str
     text: str
     t_start: float  # first voiced sample (s from the start of the stream)
-    t_end: float    # last voiced sample
+    t_end: float  # last voiced sample
     pauses: tuple[tuple[float, float], ...] = ()  # inserted hesitations: (start, length), s from the stream start
 
 
@@ -74,8 +75,9 @@ def insert_pause(pcm: bytes, fraction: float, pause_s: float) -> tuple[bytes, fl
     return np.concatenate([samples[:at], pause, samples[at:]]).tobytes(), at / SAMPLE_RATE
 
 
-def speak_questions(questions: list[Question], synth: PiperSynthesizer, gap_s: float, hesitations: float = 0.0,
-                    seed: int = 0) -> tuple[np.ndarray, list[SpokenTurn]]:
+def speak_questions(
+    questions: list[Question], synth: PiperSynthesizer, gap_s: float, hesitations: float = 0.0, seed: int = 0
+) -> tuple[np.ndarray, list[SpokenTurn]]:
     """The user's whole speech stream (16 kHz int16) and where each question is in it."""
     gap = np.zeros(int(gap_s * SAMPLE_RATE), dtype=np.int16)
     rng = random.Random(seed)
@@ -91,7 +93,11 @@ def speak_questions(questions: list[Question], synth: PiperSynthesizer, gap_s: f
         voiced = np.flatnonzero(np.abs(pcm.astype(np.int32)) > VOICED)
         start = length + len(gap)
         pauses = ((start / SAMPLE_RATE + pause[0], pause[1]),) if pause else ()
-        turns.append(SpokenTurn(question.qid, question.text, (start + voiced[0]) / SAMPLE_RATE, (start + voiced[-1] + 1) / SAMPLE_RATE, pauses))
+        turns.append(
+            SpokenTurn(
+                question.qid, question.text, (start + voiced[0]) / SAMPLE_RATE, (start + voiced[-1] + 1) / SAMPLE_RATE, pauses
+            )
+        )
         parts += [gap, pcm]
         length = start + len(pcm)
     parts.append(gap)
@@ -119,7 +125,11 @@ def bag_messages(questions: list[Question], settings: BagSettings, progress=None
 
     synth = PiperSynthesizer(reproducible=True)  # the same bag from the same questions and seed, on any load
     audio, turns = speak_questions(questions, synth, settings.gap_s, settings.hesitations, settings.seed)
-    asr = StreamingAsr(make_recognizer(settings.backend, settings.vosk_model), settings.endpoint_silence_s, redecode_final=settings.redecode_final)
+    asr = StreamingAsr(
+        make_recognizer(settings.backend, settings.vosk_model),
+        settings.endpoint_silence_s,
+        redecode_final=settings.redecode_final,
+    )
     t0 = time.time_ns()
     ns = lambda t: t0 + int(round(t * 1e9))  # noqa: E731  stream seconds -> bag time
     messages: list[BagMessage] = []
@@ -128,8 +138,13 @@ def bag_messages(questions: list[Question], settings: BagSettings, progress=None
         messages.append(BagMessage(topic, USER_TOPICS[topic], ns(t), serialize_message(msg)))
 
     for turn in turns:
-        marker = {"qid": turn.qid, "text": turn.text, "t_start_ns": ns(turn.t_start), "t_end_ns": ns(turn.t_end),
-                  "pauses": [[ns(start), length] for start, length in turn.pauses]}
+        marker = {
+            "qid": turn.qid,
+            "text": turn.text,
+            "t_start_ns": ns(turn.t_start),
+            "t_end_ns": ns(turn.t_end),
+            "pauses": [[ns(start), length] for start, length in turn.pauses],
+        }
         add("eval/turn", turn.t_start, String(data=json.dumps(marker, ensure_ascii=False)))
     finals = 0
 

@@ -19,6 +19,7 @@ The last line printed is
   stress: sent=N answered=N faults=N crashes=N stuck=N max_rss_mb=X rss_growth_mb=Y
 (rss over the nodes; growth between answer `rss_from_turn` and the last answer).
 """
+
 from __future__ import annotations
 
 import shutil
@@ -73,12 +74,13 @@ class StressResult:
 
     @property
     def passed(self) -> bool:
-        return (self.answered == self.sent and not self.crashes and not self.stuck
-                and all(v == "ok" for v in self.faults.values()))
+        return self.answered == self.sent and not self.crashes and not self.stuck and all(v == "ok" for v in self.faults.values())
 
     def line(self) -> str:
-        return (f"stress: sent={self.sent} answered={self.answered} faults={len(self.faults)} crashes={self.crashes} "
-                f"stuck={self.stuck} max_rss_mb={self.max_rss_mb:.1f} rss_growth_mb={self.rss_growth_mb:.1f}")
+        return (
+            f"stress: sent={self.sent} answered={self.answered} faults={len(self.faults)} crashes={self.crashes} "
+            f"stuck={self.stuck} max_rss_mb={self.max_rss_mb:.1f} rss_growth_mb={self.rss_growth_mb:.1f}"
+        )
 
 
 def soak_utterances(turns: int) -> list[str]:
@@ -119,7 +121,11 @@ class Monitor:
     def _on_health(self, msg) -> None:
         for status in msg.status:
             node = status.name.rsplit("/", 1)[-1]
-            self.health[node] = (int.from_bytes(status.level, "little"), status.message, {kv.key: kv.value for kv in status.values})
+            self.health[node] = (
+                int.from_bytes(status.level, "little"),
+                status.message,
+                {kv.key: kv.value for kv in status.values},
+            )
 
     def value(self, node: str, key: str, default: str = "") -> str:
         return self.health.get(node, (0, "", {}))[2].get(key, default)
@@ -219,12 +225,19 @@ def soak(graph: Graph, monitor: Monitor, settings: StressSettings, result: Stres
             break
         if time.time() - last_change > settings.turn_timeout_s + 5 or time.time() > give_up:  # nothing moves any more
             result.stuck = max(1, result.sent - result.answered)
-            print(f"stress: the soak stopped at {result.answered} answers of {result.sent} utterances", file=sys.stderr, flush=True)
+            print(
+                f"stress: the soak stopped at {result.answered} answers of {result.sent} utterances", file=sys.stderr, flush=True
+            )
             break
     final_rss = node_rss_mb(graph)
     result.growth_by_node_mb = {n: final_rss[n] - baseline_rss[n] for n in final_rss if n in baseline_rss}
-    print("stress: rss growth from answer {}: {}".format(
-        settings.rss_from_turn, ", ".join(f"{n} {mb:+.1f} MB" for n, mb in result.growth_by_node_mb.items())), file=sys.stderr, flush=True)
+    print(
+        "stress: rss growth from answer {}: {}".format(
+            settings.rss_from_turn, ", ".join(f"{n} {mb:+.1f} MB" for n, mb in result.growth_by_node_mb.items())
+        ),
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def fault_predgen_kill(graph: Graph, monitor: Monitor, settings: StressSettings) -> str:
@@ -304,10 +317,15 @@ def run_stress(settings: StressSettings, progress=None) -> StressResult:
     source = settings.out / "utterances.txt"
     source.write_text("\n".join(soak_utterances(settings.turns)) + "\n", encoding="utf-8")
     overrides = {
-        "policy": "predgen", "generation.max_new_tokens": settings.max_new_tokens,
-        "asr.backend": "text", "asr.text.source": str(source.resolve()), "asr.text.chars_per_minute": float(settings.chars_per_minute),
-        "asr.text.gap_s": 0.2, "asr.text.reply_timeout_s": float(settings.turn_timeout_s),
-        "tts.sink": "none", "tts.realtime": False,
+        "policy": "predgen",
+        "generation.max_new_tokens": settings.max_new_tokens,
+        "asr.backend": "text",
+        "asr.text.source": str(source.resolve()),
+        "asr.text.chars_per_minute": float(settings.chars_per_minute),
+        "asr.text.gap_s": 0.2,
+        "asr.text.reply_timeout_s": float(settings.turn_timeout_s),
+        "tts.sink": "none",
+        "tts.realtime": False,
     }
     result = StressResult()
     rclpy.init()
@@ -316,7 +334,9 @@ def run_stress(settings: StressSettings, progress=None) -> StressResult:
             monitor = Monitor()
             try:
                 if not monitor.predgen_serving(settings.restart_timeout_s):
-                    raise RuntimeError(f"predgen_node did not come up within {settings.restart_timeout_s:g} s; see {settings.out / 'graph.log'}")
+                    raise RuntimeError(
+                        f"predgen_node did not come up within {settings.restart_timeout_s:g} s; see {settings.out / 'graph.log'}"
+                    )
                 soak(graph, monitor, settings, result, progress)
                 graph.kill("asr_node")  # its input is done; the monitor speaks from here on
                 for name, scenario in FAULTS.items():

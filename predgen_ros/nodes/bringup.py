@@ -4,6 +4,7 @@ The pip-only stand-in for `ros2 launch predgen_ros predgen.launch.py`: the
 same nodes, the same YAML, each node's log lines prefixed with its name, and
 all of them stopped together on Ctrl-C or as soon as one of them exits.
 """
+
 from __future__ import annotations
 
 import os
@@ -57,8 +58,14 @@ def node_command(node: str, params_file: Path, overrides: dict[str, Any]) -> lis
 class Graph:
     """The running node processes."""
 
-    def __init__(self, params_file: Path, overrides: dict[str, Any] | None = None, nodes=NODES,
-                 env: dict[str, str] | None = None, log: TextIO | None = sys.stdout):
+    def __init__(
+        self,
+        params_file: Path,
+        overrides: dict[str, Any] | None = None,
+        nodes=NODES,
+        env: dict[str, str] | None = None,
+        log: TextIO | None = sys.stdout,
+    ):
         self.params_file = Path(params_file)
         self.overrides = overrides or {}
         self.nodes = nodes
@@ -67,7 +74,7 @@ class Graph:
         self.procs: dict[str, subprocess.Popen] = {}
         self._log_lock = threading.Lock()
 
-    def start(self) -> "Graph":
+    def start(self) -> Graph:
         for node in self.nodes:
             self.launch(node)
         return self
@@ -76,8 +83,9 @@ class Graph:
         """Start `node` (again, after it stopped: a supervisor's respawn); `overrides`
         replace the graph's for this start."""
         command = node_command(node, self.params_file, {**self.overrides, **(overrides or {})})
-        proc = subprocess.Popen(command, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, bufsize=1, start_new_session=True)
+        proc = subprocess.Popen(
+            command, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, start_new_session=True
+        )
         self.procs[node] = proc
         threading.Thread(target=self._relay, args=(node, proc), daemon=True).start()
         return proc
@@ -121,7 +129,7 @@ class Graph:
                 proc.kill()
                 proc.wait()
 
-    def __enter__(self) -> "Graph":
+    def __enter__(self) -> Graph:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -1,11 +1,13 @@
 """What every predgen_ros node shares: parameters, QoS, diagnostics, startup."""
+
 from __future__ import annotations
 
 import ctypes
 import math
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import rclpy
 from builtin_interfaces.msg import Time

@@ -5,6 +5,7 @@ thread runs the model and publishes what each step emits.  One latency report
 per turn goes out on `predgen/latency` once tts_node says when the first audio
 of the reply reached the speaker (`tts/first_audio`).
 """
+
 from __future__ import annotations
 
 import math
@@ -22,14 +23,49 @@ from ..engine.models import ModelError, load_pretrained
 from ..engine.params import ENGINE_PARAMS, engine_config
 from ..engine.session import ConfigError, Session, TurnStats
 from ..engine.worker import EngineWorker, Event
-from .common import ERROR, OK, TEXT_QOS, WARN, Diagnostics, StartupError, declare_parameters, release_free_memory, run_node, seconds, stamp, status
+from .common import (
+    ERROR,
+    OK,
+    TEXT_QOS,
+    WARN,
+    Diagnostics,
+    StartupError,
+    declare_parameters,
+    release_free_memory,
+    run_node,
+    seconds,
+    stamp,
+    status,
+)
 
 PREDGEN_PARAMS = ENGINE_PARAMS
 # The key-values of each predgen/latency status (README: "predgen/latency").
 REPORT_KEYS = (
-    "turn", "policy", "transcript", "first_sentence", "history_turns", "prompt_tokens", "t_end_of_speech",
-    "t_final_transcript", "t_commit", "t_first_audio", "audio_latency_s", "ttfs_s", "nfe_tfs", "accepted_tokens",
-    "candidate_tokens", "rounds", "input_nfe", "input_llm_s", "guess_nfe", "end_probability", "end_scored_partials", "decode_tokens", "decode_s", "jacobi_passes", "jacobi_tokens",
+    "turn",
+    "policy",
+    "transcript",
+    "first_sentence",
+    "history_turns",
+    "prompt_tokens",
+    "t_end_of_speech",
+    "t_final_transcript",
+    "t_commit",
+    "t_first_audio",
+    "audio_latency_s",
+    "ttfs_s",
+    "nfe_tfs",
+    "accepted_tokens",
+    "candidate_tokens",
+    "rounds",
+    "input_nfe",
+    "input_llm_s",
+    "guess_nfe",
+    "end_probability",
+    "end_scored_partials",
+    "decode_tokens",
+    "decode_s",
+    "jacobi_passes",
+    "jacobi_tokens",
 )
 FIRST_AUDIO_TIMEOUT_S = 10.0  # report a turn without first-audio time after this long
 
@@ -52,7 +88,9 @@ class PredgenNode(Node):
         try:
             model, tokenizer = load_pretrained(model_params.path, model_params.device, model_params.dtype)
         except ModelError as err:
-            raise StartupError(f"{err} [model.path={model_params.path or '(embedded)'}, model.device={model_params.device}, model.dtype={model_params.dtype}]") from None
+            raise StartupError(
+                f"{err} [model.path={model_params.path or '(embedded)'}, model.device={model_params.device}, model.dtype={model_params.dtype}]"
+            ) from None
         self.lm = LanguageModel(model, tokenizer)
         self.session = Session(self.lm, config, time.time)
         self.worker = EngineWorker(self.session, self._on_emission, float(self.p["endpoint_delay"]))
@@ -77,7 +115,9 @@ class PredgenNode(Node):
         self.create_service(Trigger, "~/reset", self._on_reset)
         self.create_timer(1.0, self._report_overdue)
         Diagnostics(self, self._health)
-        self.get_logger().info(f"ready: policy={config.policy} verifier={config.verifier} decoder={config.decoder} device={self.lm.device}")
+        self.get_logger().info(
+            f"ready: policy={config.policy} verifier={config.verifier} decoder={config.decoder} device={self.lm.device}"
+        )
 
     # ------------------------------------------------------------ callbacks
     def _on_partial(self, msg: String) -> None:
@@ -196,10 +236,16 @@ class PredgenNode(Node):
     # ----------------------------------------------------------- diagnostics
     def _health(self):
         values = {
-            "policy": self.session.config.policy, "device": str(self.lm.device), "turns": self.turns,
-            "history_turns": len(self.session.history), "busy": self.worker.busy(), "mailbox": len(self.worker.mailbox),
-            "partials_replaced": self.worker.mailbox.replaced, "ignored_messages": self.ignored,
-            "engine_errors": self.worker.errors, "forward_passes": self.lm.stats.passes,
+            "policy": self.session.config.policy,
+            "device": str(self.lm.device),
+            "turns": self.turns,
+            "history_turns": len(self.session.history),
+            "busy": self.worker.busy(),
+            "mailbox": len(self.worker.mailbox),
+            "partials_replaced": self.worker.mailbox.replaced,
+            "ignored_messages": self.ignored,
+            "engine_errors": self.worker.errors,
+            "forward_passes": self.lm.stats.passes,
         }
         if not self.worker.alive:
             return ERROR, "engine worker stopped", values

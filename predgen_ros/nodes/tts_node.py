@@ -6,6 +6,7 @@ committed first sentence that was foreseen starts playing at once.  The time
 the first chunk of each reply reaches the sink goes out on `tts/first_audio`
 (stamp; frame_id = the sentence) for predgen_node's latency report.
 """
+
 from __future__ import annotations
 
 import threading
@@ -18,7 +19,18 @@ from std_msgs.msg import Bool, Header, Int16MultiArray, MultiArrayDimension, Str
 
 from ..audio.sinks import SINKS, SinkError, make_sink
 from ..audio.tts import PiperSynthesizer, VoiceError
-from .common import AUDIO_QOS, ERROR, OK, TEXT_QOS, Diagnostics, StartupError, declare_parameters, release_free_memory, run_node, stamp
+from .common import (
+    AUDIO_QOS,
+    ERROR,
+    OK,
+    TEXT_QOS,
+    Diagnostics,
+    StartupError,
+    declare_parameters,
+    release_free_memory,
+    run_node,
+    stamp,
+)
 
 TTS_PARAMS = {
     "tts.voice_path": ("", "Piper voice .onnx (its .onnx.json beside it); empty = embedded en_US joe medium"),
@@ -55,7 +67,7 @@ class TtsNode(Node):
         self.sentences = 0
         self.barge_ins = 0
         self.sink_errors = 0
-        self.error_reply = 0       # the reply whose audio failed, for diagnostics
+        self.error_reply = 0  # the reply whose audio failed, for diagnostics
         self.last_error = ""
         self.speaking = False
         self._queue: deque[str] = deque()
@@ -64,8 +76,8 @@ class TtsNode(Node):
         self._barge = threading.Event()
         self._stopping = threading.Event()
         self._in_reply = False
-        self._discarding = False   # after a barge-in or a sink error: drop the rest of the reply
-        self._play_until = 0.0     # when the audio handed to a self-paced schedule ends
+        self._discarding = False  # after a barge-in or a sink error: drop the rest of the reply
+        self._play_until = 0.0  # when the audio handed to a self-paced schedule ends
 
         self.create_subscription(String, "tts/say", self._on_say, TEXT_QOS)
         self.create_subscription(String, "predgen/candidate", self._on_candidate, TEXT_QOS)
@@ -137,7 +149,7 @@ class TtsNode(Node):
             if first:
                 self.first_audio_pub.publish(Header(stamp=stamp(time.time()), frame_id=sentence))
                 first = False
-            self.sink.play(speech.samples[start:start + self.chunk])
+            self.sink.play(speech.samples[start : start + self.chunk])
             self._pace(min(self.chunk, len(speech.samples) - start) / speech.sample_rate)
         self.sentences += 1
 
@@ -207,8 +219,14 @@ class TtsNode(Node):
 
     def _health(self):
         values = {
-            "sink": self.p["tts.sink"], "speaking": self.speaking, "replies": self.replies, "sentences": self.sentences,
-            "cached_sentences": len(self.synth), "cache_hits": self.synth.hits, "barge_ins": self.barge_ins, "audio_errors": self.sink_errors,
+            "sink": self.p["tts.sink"],
+            "speaking": self.speaking,
+            "replies": self.replies,
+            "sentences": self.sentences,
+            "cached_sentences": len(self.synth),
+            "cache_hits": self.synth.hits,
+            "barge_ins": self.barge_ins,
+            "audio_errors": self.sink_errors,
         }
         if self.sink_errors and self.error_reply == self.replies:
             return ERROR, f"reply {self.error_reply}: {self.last_error}", values
