@@ -11,8 +11,7 @@ from pathlib import Path
 
 from .audio.asr import VADS
 from .audio.endpoint import DEFAULT_ENDPOINT_POLICIES
-from .engine.models import ModelError
-from .engine.session import DECODERS, POLICIES, VERIFIERS, ConfigError
+from .engine.config import DECODERS, POLICIES, VERIFIERS, ConfigError, ModelError
 
 
 class _OneLineParser(argparse.ArgumentParser):

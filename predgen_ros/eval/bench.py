@@ -19,8 +19,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..audio.tts import PiperSynthesizer
+from ..engine.config import EngineConfig
 from ..engine.lm import LanguageModel
-from ..engine.session import EngineConfig, Session, TurnStats
+from ..engine.session import Session, TurnStats
 from .clock import VirtualClock
 from .questions import Question, TimedEvent, speak
 

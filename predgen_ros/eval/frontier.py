@@ -16,7 +16,7 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
-from ..engine.session import VERIFIERS, ConfigError, EngineConfig
+from ..engine.config import VERIFIERS, ConfigError, EngineConfig
 from .bench import fmt
 
 # The verifier parameter each kind's `=VALUE` sets, and how to read it.

@@ -18,10 +18,11 @@ from rclpy.node import Node
 from std_msgs.msg import Header, String
 from std_srvs.srv import Trigger
 
+from ..engine.config import ConfigError
 from ..engine.lm import LanguageModel
 from ..engine.models import ModelError, load_pretrained
 from ..engine.params import ENGINE_PARAMS, engine_config
-from ..engine.session import ConfigError, Session, TurnStats
+from ..engine.session import Session, TurnStats
 from ..engine.worker import EngineWorker, Event
 from .common import (
     ERROR,
