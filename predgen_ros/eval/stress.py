@@ -259,7 +259,8 @@ def fault_sink_failure(graph: Graph, monitor: Monitor, settings: StressSettings)
     graph.launch("tts_node", {"tts.sink": "wav", "tts.wav_dir": str(wav_dir)})
     if not monitor.wait_for(lambda: "tts_node" in monitor.health, settings.restart_timeout_s):
         return "tts_node with the wav sink did not come up"
-    monitor.spin(1.0)  # predgen_node discovers the new subscriber
+    if not monitor.wait_for(lambda: int(monitor.value("tts_node", "say_publishers", "0")) >= 1, settings.restart_timeout_s):
+        return "the respawned tts_node never matched predgen_node's tts/say"
 
     def reply_written(label: str) -> str:
         written = len(list(wav_dir.glob("*.wav")))

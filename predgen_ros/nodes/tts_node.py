@@ -79,7 +79,7 @@ class TtsNode(Node):
         self._discarding = False  # after a barge-in or a sink error: drop the rest of the reply
         self._play_until = 0.0  # when the audio handed to a self-paced schedule ends
 
-        self.create_subscription(String, "tts/say", self._on_say, TEXT_QOS)
+        self.say_sub = self.create_subscription(String, "tts/say", self._on_say, TEXT_QOS)
         self.create_subscription(String, "predgen/candidate", self._on_candidate, TEXT_QOS)
         self.create_subscription(String, "asr/partial", self._on_user_speech, TEXT_QOS)
         self.player = threading.Thread(target=self._play_forever, name="tts-player", daemon=True)
@@ -227,6 +227,7 @@ class TtsNode(Node):
             "cache_hits": self.synth.hits,
             "barge_ins": self.barge_ins,
             "audio_errors": self.sink_errors,
+            "say_publishers": self.say_sub.get_publisher_count(),  # 0: predgen_node has not found this node yet
         }
         if self.sink_errors and self.error_reply == self.replies:
             return ERROR, f"reply {self.error_reply}: {self.last_error}", values
