@@ -15,7 +15,7 @@ from predgen_ros.nodes.tts_node import TTS_PARAMS
 
 LAUNCH_FILE = Path(__file__).resolve().parents[1] / "launch" / "predgen.launch.py"
 DECLARED = {"asr_node": ASR_PARAMS, "predgen_node": PREDGEN_PARAMS, "tts_node": TTS_PARAMS}
-ARGUMENTS = {"params_file", "policy", "model", "device", "asr_backend", "sink"}
+ARGUMENTS = {"params_file", "namespace", "policy", "model", "device", "asr_backend", "sink"}
 
 
 def ros2_launch_available() -> bool:
@@ -29,14 +29,14 @@ def ros2_launch_available() -> bool:
 
 
 def launch_constants():
-    """NODES and OVERRIDES as written in the launch file, without importing launch."""
+    """NODES, MANAGED_NODES and OVERRIDES as written in the launch file, without importing launch."""
     tree = ast.parse(LAUNCH_FILE.read_text())
     constants = {}
     for node in tree.body:
         if (
             isinstance(node, ast.Assign)
             and isinstance(node.targets[0], ast.Name)
-            and node.targets[0].id in ("NODES", "OVERRIDES")
+            and node.targets[0].id in ("NODES", "MANAGED_NODES", "OVERRIDES")
         ):
             constants[node.targets[0].id] = ast.literal_eval(node.value)
     return constants
@@ -48,16 +48,28 @@ def test_launch_file_starts_the_same_nodes_and_overrides_declared_parameters():
     for argument, (parameter, node, _) in constants["OVERRIDES"].items():
         assert parameter in DECLARED[node], f"launch argument {argument} sets {parameter}, which {node} does not declare"
         assert bringup.node_for(parameter) == node  # bringup routes it to the same node
-    assert set(constants["OVERRIDES"]) | {"params_file"} == ARGUMENTS
+    assert set(constants["OVERRIDES"]) | {"params_file", "namespace"} == ARGUMENTS
+    assert tuple(constants["MANAGED_NODES"]) == bringup.MANAGED_NODES
 
 
 def test_one_node_exiting_shuts_the_launch_down_as_bringup_does():
-    calls = [
-        n for n in ast.walk(ast.parse(LAUNCH_FILE.read_text())) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "Node"
-    ]
-    assert calls, "the launch file starts its nodes with launch_ros' Node"
+    tree = ast.parse(LAUNCH_FILE.read_text())
+    # keyword sets built as `name = dict(...)` and handed to a node as **name
+    shared = {
+        n.targets[0].id: n.value.keywords
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and getattr(n.value.func, "id", "") == "dict"
+    }
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") in ("Node", "LifecycleNode")]
+    assert {call.func.id for call in calls} == {"Node", "LifecycleNode"}, (
+        "launch_ros' Node for asr_node, LifecycleNode for the others"
+    )
     for call in calls:
-        on_exit = next((k.value for k in call.keywords if k.arg == "on_exit"), None)
+        keywords = list(call.keywords)
+        for k in call.keywords:
+            if k.arg is None and isinstance(k.value, ast.Name):
+                keywords += shared.get(k.value.id, [])
+        on_exit = next((k.value for k in keywords if k.arg == "on_exit"), None)
         assert isinstance(on_exit, ast.Call) and on_exit.func.id == "Shutdown", "every node shuts the launch down when it exits"
 
 

@@ -14,6 +14,7 @@ from std_msgs.msg import Bool, Header, String
 
 from predgen_ros.audio.asr import to_pcm16k
 from predgen_ros.audio.tts import PiperSynthesizer
+from predgen_ros.engine.params import node_section
 from predgen_ros.nodes.bringup import default_params_file
 from predgen_ros.nodes.common import TEXT_QOS
 
@@ -32,7 +33,7 @@ def flatten(tree, prefix=""):
 
 def yaml_parameters(node):
     tree = yaml.safe_load(default_params_file().read_text())
-    return dict(flatten(tree[node]["ros__parameters"]))
+    return dict(flatten(node_section(tree, node)))
 
 
 def node_class(node):

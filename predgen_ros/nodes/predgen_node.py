@@ -14,7 +14,6 @@ import time
 from dataclasses import dataclass
 
 from diagnostic_msgs.msg import DiagnosticArray, KeyValue
-from rclpy.node import Node
 from std_msgs.msg import Header, String
 from std_srvs.srv import Trigger
 
@@ -29,9 +28,8 @@ from .common import (
     OK,
     TEXT_QOS,
     WARN,
-    Diagnostics,
+    ManagedNode,
     StartupError,
-    declare_parameters,
     release_free_memory,
     run_node,
     seconds,
@@ -78,10 +76,28 @@ class PendingReport:
     t_first_audio: float | None = None
 
 
-class PredgenNode(Node):
+class PredgenNode(ManagedNode):
     def __init__(self):
-        super().__init__("predgen_node")
-        self.p = declare_parameters(self, PREDGEN_PARAMS)
+        super().__init__("predgen_node", PREDGEN_PARAMS)
+        self.candidate_pub = self.create_publisher(String, "predgen/candidate", TEXT_QOS)
+        self.say_pub = self.create_publisher(String, "tts/say", TEXT_QOS)
+        self.response_pub = self.create_publisher(String, "predgen/response", TEXT_QOS)
+        self.latency_pub = self.create_publisher(DiagnosticArray, "predgen/latency", TEXT_QOS)
+        self.end_probability_pub = self.create_publisher(KeyValue, "turn/end_probability", TEXT_QOS)
+        self.lm: LanguageModel | None = None
+        self.session: Session | None = None
+        self.worker: EngineWorker | None = None
+        self._listening = []
+        self.turns = 0
+        self.ignored = 0
+        self._pending: list[PendingReport] = []
+        self._lock = threading.Lock()
+        self.create_service(Trigger, "~/reset", self._on_reset)
+        self.create_timer(1.0, self._report_overdue)
+
+    # ------------------------------------------------------------- lifecycle
+    def configure(self) -> None:
+        """Load the model (the slow, memory-heavy step) and make the session."""
         try:
             config, model_params = engine_config(self.p)
         except ConfigError as err:
@@ -94,31 +110,34 @@ class PredgenNode(Node):
             ) from None
         self.lm = LanguageModel(model, tokenizer)
         self.session = Session(self.lm, config, time.time)
-        self.worker = EngineWorker(self.session, self._on_emission, float(self.p["endpoint_delay"]))
 
-        self.candidate_pub = self.create_publisher(String, "predgen/candidate", TEXT_QOS)
-        self.say_pub = self.create_publisher(String, "tts/say", TEXT_QOS)
-        self.response_pub = self.create_publisher(String, "predgen/response", TEXT_QOS)
-        self.latency_pub = self.create_publisher(DiagnosticArray, "predgen/latency", TEXT_QOS)
-        self.end_probability_pub = self.create_publisher(KeyValue, "turn/end_probability", TEXT_QOS)
-        self.turns = 0
-        self.ignored = 0
-        self._pending: list[PendingReport] = []
-        self._lock = threading.Lock()
+    def activate(self) -> None:
+        self.worker = EngineWorker(self.session, self._on_emission, float(self.p["endpoint_delay"]))
         self.worker.start()
         # Subscriptions last: asr_node starts talking once they exist.  The executor takes
         # ready messages in the order their subscriptions were made: asr/speech_end comes
         # before asr/final, so the final knows its utterance number.
-        self.create_subscription(String, "asr/partial", self._on_partial, TEXT_QOS)
-        self.create_subscription(Header, "asr/speech_end", self._on_speech_end, TEXT_QOS)
-        self.create_subscription(String, "asr/final", self._on_final, TEXT_QOS)
-        self.create_subscription(Header, "tts/first_audio", self._on_first_audio, TEXT_QOS)
-        self.create_service(Trigger, "~/reset", self._on_reset)
-        self.create_timer(1.0, self._report_overdue)
-        Diagnostics(self, self._health)
+        self._listening = [
+            self.create_subscription(String, "asr/partial", self._on_partial, TEXT_QOS),
+            self.create_subscription(Header, "asr/speech_end", self._on_speech_end, TEXT_QOS),
+            self.create_subscription(String, "asr/final", self._on_final, TEXT_QOS),
+            self.create_subscription(Header, "tts/first_audio", self._on_first_audio, TEXT_QOS),
+        ]
+        config = self.session.config
         self.get_logger().info(
-            f"ready: policy={config.policy} verifier={config.verifier} decoder={config.decoder} device={self.lm.device}"
+            f"ready (active): policy={config.policy} verifier={config.verifier} decoder={config.decoder} device={self.lm.device}"
         )
+
+    def deactivate(self) -> None:
+        """Stop hearing the user and stop the worker; the model stays loaded."""
+        for subscription in self._listening:
+            self.destroy_subscription(subscription)
+        self._listening = []
+        self.worker.stop()
+        self.worker = None
+
+    def cleanup(self) -> None:
+        self.session = self.lm = None
 
     # ------------------------------------------------------------ callbacks
     def _on_partial(self, msg: String) -> None:
@@ -136,7 +155,13 @@ class PredgenNode(Node):
         self.worker.mailbox.post(Event("speech_end", msg.frame_id.strip(), seconds(msg.stamp)))
 
     def _on_reset(self, request, response):
-        self.worker.mailbox.post(Event("reset"))
+        if self.worker is not None:
+            self.worker.mailbox.post(Event("reset"))
+        elif self.session is not None:
+            self.session.reset()  # inactive: no worker shares the session
+        else:
+            response.success, response.message = False, f"predgen_node is {self.lifecycle_state}: configure it first"
+            return response
         response.success, response.message = True, "history cleared"
         self.get_logger().info("history cleared (~/reset)")
         return response
@@ -198,7 +223,7 @@ class PredgenNode(Node):
         first_audio = report.t_first_audio if report.t_first_audio is not None else math.nan
         values = {
             "turn": report.number,
-            "policy": self.session.config.policy,
+            "policy": self.p["policy"],
             "transcript": turn.user_text,
             "first_sentence": turn.first_sentence,
             "history_turns": turn.history_turns,
@@ -235,27 +260,28 @@ class PredgenNode(Node):
         self.latency_pub.publish(msg)
 
     # ----------------------------------------------------------- diagnostics
-    def _health(self):
+    def health(self):
+        """A configured node's state; the worker's figures while it is active."""
+        worker = self.worker
         values = {
             "policy": self.session.config.policy,
             "device": str(self.lm.device),
             "turns": self.turns,
             "history_turns": len(self.session.history),
-            "busy": self.worker.busy(),
-            "mailbox": len(self.worker.mailbox),
-            "partials_replaced": self.worker.mailbox.replaced,
+            "busy": bool(worker and worker.busy()),
+            "mailbox": len(worker.mailbox) if worker else 0,
+            "partials_replaced": worker.mailbox.replaced if worker else 0,
             "ignored_messages": self.ignored,
-            "engine_errors": self.worker.errors,
+            "engine_errors": worker.errors if worker else 0,
             "forward_passes": self.lm.stats.passes,
         }
-        if not self.worker.alive:
+        if worker is None:
+            return OK, "model loaded, not listening", values
+        if not worker.alive:
             return ERROR, "engine worker stopped", values
-        if self.worker.errors:
-            return WARN, f"{self.worker.errors} engine error(s), see the log", values
-        return OK, "generating" if self.worker.busy() else "idle", values
-
-    def close(self) -> None:
-        self.worker.stop()
+        if worker.errors:
+            return WARN, f"{worker.errors} engine error(s), see the log", values
+        return OK, "generating" if worker.busy() else "idle", values
 
 
 def main(args: list[str] | None = None) -> int:

@@ -14,7 +14,6 @@ import time
 from collections import deque
 
 import numpy as np
-from rclpy.node import Node
 from std_msgs.msg import Bool, Header, Int16MultiArray, MultiArrayDimension, String
 
 from ..audio.sinks import SINKS, SinkError, make_sink
@@ -24,9 +23,8 @@ from .common import (
     ERROR,
     OK,
     TEXT_QOS,
-    Diagnostics,
+    ManagedNode,
     StartupError,
-    declare_parameters,
     release_free_memory,
     run_node,
     stamp,
@@ -46,22 +44,17 @@ TTS_PARAMS = {
 MAX_QUEUED = 256  # sentences; a sane bound, never reached by a real reply
 
 
-class TtsNode(Node):
+class TtsNode(ManagedNode):
     def __init__(self):
-        super().__init__("tts_node")
-        self.p = declare_parameters(self, TTS_PARAMS)
-        try:
-            self.synth = PiperSynthesizer(self.p["tts.voice_path"] or None, self.p["tts.cache_size"])
-        except VoiceError as err:
-            raise StartupError(f"tts.voice_path: {err}") from None
+        super().__init__("tts_node", TTS_PARAMS)
         self.audio_pub = self.create_publisher(Int16MultiArray, "tts/audio", AUDIO_QOS) if self.p["tts.sink"] == "topic" else None
-        try:
-            self.sink = make_sink(self.p["tts.sink"], self.p["tts.wav_dir"], self._publish_audio, self.p["tts.device"])
-        except SinkError as err:
-            raise StartupError(str(err)) from None
         self.speaking_pub = self.create_publisher(Bool, "robot_speaking", TEXT_QOS)
         self.first_audio_pub = self.create_publisher(Header, "tts/first_audio", TEXT_QOS)
-        self.chunk = max(1, int(self.synth.sample_rate * self.p["tts.chunk_ms"] / 1000))
+        self.synth: PiperSynthesizer | None = None
+        self.sink = None
+        self.player: threading.Thread | None = None
+        self.say_sub = None
+        self._listening = []
 
         self.replies = 0
         self.sentences = 0
@@ -79,13 +72,49 @@ class TtsNode(Node):
         self._discarding = False  # after a barge-in or a sink error: drop the rest of the reply
         self._play_until = 0.0  # when the audio handed to a self-paced schedule ends
 
-        self.say_sub = self.create_subscription(String, "tts/say", self._on_say, TEXT_QOS)
-        self.create_subscription(String, "predgen/candidate", self._on_candidate, TEXT_QOS)
-        self.create_subscription(String, "asr/partial", self._on_user_speech, TEXT_QOS)
+    # ------------------------------------------------------------- lifecycle
+    def configure(self) -> None:
+        """Load the voice and open the sink."""
+        try:
+            self.synth = PiperSynthesizer(self.p["tts.voice_path"] or None, self.p["tts.cache_size"])
+        except VoiceError as err:
+            raise StartupError(f"tts.voice_path: {err}") from None
+        try:
+            self.sink = make_sink(self.p["tts.sink"], self.p["tts.wav_dir"], self._publish_audio, self.p["tts.device"])
+        except SinkError as err:
+            raise StartupError(str(err)) from None
+        self.chunk = max(1, int(self.synth.sample_rate * self.p["tts.chunk_ms"] / 1000))
+
+    def activate(self) -> None:
+        self._stopping.clear()
+        self._barge.clear()
         self.player = threading.Thread(target=self._play_forever, name="tts-player", daemon=True)
         self.player.start()
         self._publish_speaking(False)
-        Diagnostics(self, self._health)
+        self.say_sub = self.create_subscription(String, "tts/say", self._on_say, TEXT_QOS)
+        self._listening = [
+            self.say_sub,
+            self.create_subscription(String, "predgen/candidate", self._on_candidate, TEXT_QOS),
+            self.create_subscription(String, "asr/partial", self._on_user_speech, TEXT_QOS),
+        ]
+
+    def deactivate(self) -> None:
+        """Stop listening and playing (a reply cut short is closed); the voice stays loaded."""
+        for subscription in self._listening:
+            self.destroy_subscription(subscription)
+        self._listening, self.say_sub = [], None
+        self._stopping.set()
+        self._barge.set()
+        self.player.join(2.0)
+        with self._ready:
+            self._queue.clear()
+            self._candidate = None
+        self._discarding = False
+        if self._in_reply:
+            self._close_reply()  # a WAV file cut short still gets a valid header
+
+    def cleanup(self) -> None:
+        self.synth = self.sink = None
 
     # ------------------------------------------------------------ callbacks
     def _on_say(self, msg: String) -> None:
@@ -217,7 +246,7 @@ class TtsNode(Node):
         msg.layout.dim = [MultiArrayDimension(label=f"mono_{sample_rate}hz", size=len(chunk), stride=len(chunk))]
         self.audio_pub.publish(msg)
 
-    def _health(self):
+    def health(self):
         values = {
             "sink": self.p["tts.sink"],
             "speaking": self.speaking,
@@ -227,18 +256,11 @@ class TtsNode(Node):
             "cache_hits": self.synth.hits,
             "barge_ins": self.barge_ins,
             "audio_errors": self.sink_errors,
-            "say_publishers": self.say_sub.get_publisher_count(),  # 0: predgen_node has not found this node yet
+            "say_publishers": self.say_sub.get_publisher_count() if self.say_sub else 0,  # 0: no predgen_node found yet
         }
         if self.sink_errors and self.error_reply == self.replies:
             return ERROR, f"reply {self.error_reply}: {self.last_error}", values
         return OK, "speaking" if self.speaking else "idle", values
-
-    def close(self) -> None:
-        self._stopping.set()
-        self._barge.set()
-        self.player.join(2.0)
-        if self._in_reply:
-            self.sink.end()  # a WAV file cut short still gets a valid header
 
 
 def main(args: list[str] | None = None) -> int:
