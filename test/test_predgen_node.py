@@ -19,6 +19,7 @@ from predgen_ros.nodes.predgen_node import PendingReport, PredgenNode
 def node():
     rclpy.init()
     node = PredgenNode()
+    node.start()  # configure and activate, as autostart does
     yield node
     node.close()
     node.destroy_node()

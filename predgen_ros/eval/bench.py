@@ -21,6 +21,7 @@ from pathlib import Path
 from ..audio.tts import PiperSynthesizer
 from ..engine.config import EngineConfig
 from ..engine.lm import LanguageModel
+from ..engine.metrics import turn_measures
 from ..engine.session import Session, TurnStats
 from .clock import VirtualClock
 from .questions import Question, TimedEvent, speak
@@ -129,25 +130,12 @@ def run_turn(session: Session, tts: PiperSynthesizer, events: list[TimedEvent], 
 def turn_record(
     question: Question, policy: str, turn: TurnStats, t_start: float, t_end: float, first_audio: float, lm: LanguageModel
 ) -> TurnRecord:
-    before_end = turn.input_passes(t_end)
     logprob, not_top = lm.continuation_scores(turn.prompt_ids, turn.first_sentence_ids)
     return TurnRecord(
         qid=question.qid,
         policy=policy,
         speech_s=t_end - t_start,
-        audio_latency_s=first_audio - t_end,
-        ttfs_s=turn.t_commit - t_end,
-        nfe_tfs=turn.nfe_tfs,
-        input_nfe=len(before_end),
-        input_llm_s=sum(min(stop, t_end) - start for start, stop in before_end),
-        guess_nfe=turn.guess_passes,
-        rounds=turn.rounds,
-        final_accepted=turn.final_accepted,
-        final_candidate=turn.final_candidate,
-        decode_tokens=turn.decode_tokens,
-        decode_s=turn.decode_seconds,
-        jacobi_passes=turn.jacobi_passes,
-        jacobi_tokens=turn.jacobi_tokens,
+        **turn_measures(turn, t_end, first_audio),
         first_sentence=turn.first_sentence,
         first_sentence_logprob=logprob,
         not_top_share=not_top,

@@ -16,12 +16,12 @@ without a reply is a row of its own with the reason.
 from __future__ import annotations
 
 import json
-import math
 import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..engine.metrics import first_audio_missing, measures_from_report
 from ..engine.params import ENGINE_PARAMS
 from ..nodes.bringup import Graph, GraphError
 from .bags import GRAPH_TOPICS, USER_TOPICS, BagError, BagMessage, read_bag, write_bag
@@ -249,37 +249,21 @@ def question_records(policy: str, markers: list[QuestionMarker], outcomes: list[
             records.append(TurnRecord.unanswered(marker.qid, policy, speech_s, no_reply or "no latency report"))
             continue
         r = mine[-1]
-        t_end = (marker.t_end_ns + shift_ns) / 1e9
-        if r["first_sentence"] and math.isnan(float(r["t_first_audio"])):
+        if first_audio_missing(r):
             records.append(TurnRecord.unanswered(marker.qid, policy, speech_s, "the reply's first audio was never reported"))
             continue
+        true_end = (marker.t_end_ns + shift_ns) / 1e9
         records.append(
             TurnRecord(
                 qid=marker.qid,
                 policy=policy,
                 speech_s=speech_s,
-                audio_latency_s=float(r["t_first_audio"]) - t_end,
-                ttfs_s=float(r["t_commit"]) - t_end,
-                nfe_tfs=int(r["nfe_tfs"]),
-                input_nfe=int(r["input_nfe"]),
-                input_llm_s=float(r["input_llm_s"]),
-                guess_nfe=int(r["guess_nfe"]),
-                rounds=int(r["rounds"]),
-                final_accepted=_int_or_none(r["accepted_tokens"]),
-                final_candidate=_int_or_none(r["candidate_tokens"]),
-                decode_tokens=int(r["decode_tokens"]),
-                decode_s=float(r["decode_s"]),
-                jacobi_passes=int(r["jacobi_passes"]),
-                jacobi_tokens=int(r["jacobi_tokens"]),
+                **measures_from_report(r, true_end),
                 first_sentence=r["first_sentence"],
                 first_sentence_logprob=float("nan"),
             )
         )
     return records
-
-
-def _int_or_none(text: str) -> int | None:
-    return int(text) if text else None
 
 
 # ------------------------------------------------------------------ ASR quality

@@ -19,6 +19,7 @@ from std_srvs.srv import Trigger
 
 from ..engine.config import ConfigError
 from ..engine.lm import LanguageModel
+from ..engine.metrics import report_entries, turn_measures
 from ..engine.models import ModelError, load_pretrained
 from ..engine.params import ENGINE_PARAMS, engine_config
 from ..engine.session import Session, TurnStats
@@ -221,6 +222,7 @@ class PredgenNode(ManagedNode):
         turn = report.turn
         t_end = turn.t_speech_end if turn.t_speech_end is not None else turn.t_final  # no asr/speech_end: the final's arrival
         first_audio = report.t_first_audio if report.t_first_audio is not None else math.nan
+        measures = turn_measures(turn, t_end, first_audio)
         values = {
             "turn": report.number,
             "policy": self.p["policy"],
@@ -232,28 +234,16 @@ class PredgenNode(ManagedNode):
             "t_final_transcript": turn.t_final,
             "t_commit": turn.t_commit,
             "t_first_audio": first_audio,
-            "audio_latency_s": first_audio - t_end,
-            "ttfs_s": turn.t_commit - t_end,
-            "nfe_tfs": turn.nfe_tfs,
-            "accepted_tokens": "" if turn.final_accepted is None else turn.final_accepted,
-            "candidate_tokens": "" if turn.final_candidate is None else turn.final_candidate,
-            "rounds": turn.rounds,
-            "input_nfe": len(turn.input_passes(t_end)),
-            "input_llm_s": sum(min(stop, t_end) - start for start, stop in turn.input_passes(t_end)),
-            "guess_nfe": turn.guess_passes,
+            **report_entries(measures),
             "end_probability": turn.end_probabilities[-1][1] if turn.end_probabilities else math.nan,
             "end_scored_partials": len(turn.end_probabilities),
-            "decode_tokens": turn.decode_tokens,
-            "decode_s": turn.decode_seconds,
-            "jacobi_passes": turn.jacobi_passes,
-            "jacobi_tokens": turn.jacobi_tokens,
         }
         if not turn.first_sentence:
             level, message = OK, f"turn {report.number}: empty reply, nothing to say"
         elif math.isnan(first_audio):
             level, message = WARN, f"turn {report.number}: no tts/first_audio within {FIRST_AUDIO_TIMEOUT_S:g} s"
         else:
-            level, message = OK, f"turn {report.number}: audio latency {first_audio - t_end:.3f} s"
+            level, message = OK, f"turn {report.number}: audio latency {measures['audio_latency_s']:.3f} s"
         msg = DiagnosticArray()
         msg.header.stamp = stamp(time.time())
         msg.status = [status("/predgen_ros/predgen_node/turn", level, message, values)]
