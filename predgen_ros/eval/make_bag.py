@@ -121,7 +121,9 @@ def make_bag(out: Path, questions: list[Question], settings: BagSettings, progre
 def bag_messages(questions: list[Question], settings: BagSettings, progress=None) -> tuple[list[BagMessage], float]:
     """Every message of the bag, and the length of the user's audio (s)."""
     from rclpy.serialization import serialize_message
-    from std_msgs.msg import Header, Int16MultiArray, MultiArrayDimension, String
+    from std_msgs.msg import String
+
+    from ..nodes.messages import audio_chunk, speech_end
 
     synth = PiperSynthesizer(reproducible=True)  # the same bag from the same questions and seed, on any load
     audio, turns = speak_questions(questions, synth, settings.gap_s, settings.hesitations, settings.seed)
@@ -154,7 +156,7 @@ def bag_messages(questions: list[Question], settings: BagSettings, progress=None
             add("asr/partial", t, String(data=event.text))
             return
         finals += 1
-        add("asr/speech_end", t, Header(stamp=stamp_of(ns(event.t_speech_end)), frame_id=str(finals)))
+        add("asr/speech_end", t, speech_end(stamp_of(ns(event.t_speech_end)), finals))
         add("asr/final", t + 1e-6, String(data=event.text))
 
     t_audio = 0.0
@@ -165,9 +167,7 @@ def bag_messages(questions: list[Question], settings: BagSettings, progress=None
             ends.pop(0)
             if progress:
                 progress()
-        msg = Int16MultiArray(data=np.frombuffer(chunk, dtype=np.int16).tolist())
-        msg.layout.dim = [MultiArrayDimension(label=f"mono_{SAMPLE_RATE}hz", size=len(chunk) // 2, stride=len(chunk) // 2)]
-        add("audio/user", t_audio, msg)
+        add("audio/user", t_audio, audio_chunk(np.frombuffer(chunk, dtype=np.int16), SAMPLE_RATE))
         started = time.perf_counter()
         events = asr.feed(chunk)
         t_heard = t_audio + (time.perf_counter() - started)  # published once the recognizer is done

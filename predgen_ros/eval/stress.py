@@ -145,9 +145,10 @@ class Monitor:
 
     def say(self, text: str, stop_after_words: int | None = None) -> None:
         """Word-by-word partials (50 ms apart), then the end of speech and the final."""
-        from std_msgs.msg import Header, String
+        from std_msgs.msg import String
 
         from ..nodes.common import stamp
+        from ..nodes.messages import speech_end
 
         words = text.split()
         for n in range(1, len(words) + 1):
@@ -155,7 +156,7 @@ class Monitor:
             self.spin(0.05)
             if stop_after_words == n:
                 return
-        self.speech_end_pub.publish(Header(stamp=stamp(time.time())))
+        self.speech_end_pub.publish(speech_end(stamp(time.time())))
         self.final_pub.publish(String(data=text))
 
     def answered(self, text: str, timeout: float) -> bool:

@@ -38,6 +38,7 @@ from ..audio.asr import (
 from ..audio.endpoint import POLICIES, EndpointConfig, Endpointer, EndpointError
 from ..audio.text_asr import QuestionError, load_questions, text_partials
 from .common import ERROR, OK, TEXT_QOS, WARN, Diagnostics, StartupError, declare_parameters, run_node, stamp
+from .messages import audio_rate, speech_end
 
 ASR_PARAMS = {
     "asr.backend": ("pocketsphinx", f"{' | '.join(BACKENDS)}"),
@@ -64,9 +65,6 @@ ASR_PARAMS = {
     "asr.text.gap_s": (1.0, "text backend: silence before each utterance (s)"),
     "asr.mute_while_robot_speaks": (True, "ignore audio while robot_speaking is true (no echo of the robot's voice)"),
 }
-
-
-AUDIO_LABEL = f"mono_{SAMPLE_RATE}hz"  # audio/user's layout label, as tts_node and make-bag write it
 
 
 class AsrNode(Node):
@@ -136,10 +134,11 @@ class AsrNode(Node):
                 continue
 
     def _on_audio(self, msg: Int16MultiArray, arrived: queue.Queue) -> None:
-        label = msg.layout.dim[0].label if msg.layout.dim else AUDIO_LABEL
-        if label != AUDIO_LABEL:
+        rate = audio_rate(msg)
+        if rate not in (None, SAMPLE_RATE):  # unlabelled chunks are taken as 16 kHz
+            label = msg.layout.dim[0].label
             self.get_logger().warning(
-                f"ignored audio/user chunk labelled {label!r}: asr_node hears 16 kHz mono int16 (layout label {AUDIO_LABEL!r})",
+                f"ignored audio/user chunk labelled {label!r}: asr_node hears 16 kHz mono int16 (layout label 'mono_{SAMPLE_RATE}hz')",
                 throttle_duration_sec=5.0,
             )
             return
@@ -187,7 +186,7 @@ class AsrNode(Node):
         if not text:
             return
         self.utterances += 1
-        self.speech_end_pub.publish(Header(stamp=stamp(t_speech_end), frame_id=str(self.utterances)))
+        self.speech_end_pub.publish(speech_end(stamp(t_speech_end), self.utterances))
         self.final_pub.publish(String(data=text))
 
     def _on_robot_speaking(self, msg: Bool) -> None:

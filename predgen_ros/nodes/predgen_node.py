@@ -37,6 +37,7 @@ from .common import (
     stamp,
     status,
 )
+from .messages import end_probability, sentence_of, utterance_of
 
 PREDGEN_PARAMS = ENGINE_PARAMS
 # The key-values of each predgen/latency status (README: "predgen/latency").
@@ -153,7 +154,7 @@ class PredgenNode(ManagedNode):
         self.worker.mailbox.post(Event("final", msg.data, time.time()))
 
     def _on_speech_end(self, msg: Header) -> None:
-        self.worker.mailbox.post(Event("speech_end", msg.frame_id.strip(), seconds(msg.stamp)))
+        self.worker.mailbox.post(Event("speech_end", utterance_of(msg) or "", seconds(msg.stamp)))
 
     def _on_reset(self, request, response):
         if self.worker is not None:
@@ -177,7 +178,7 @@ class PredgenNode(ManagedNode):
         if kind == "candidate":
             self.candidate_pub.publish(String(data=text))
         elif kind == "end_probability":  # key: the partial; value: P(the user is done after it)
-            self.end_probability_pub.publish(KeyValue(key=text, value=f"{turn.end_probabilities[-1][1]:.6g}"))
+            self.end_probability_pub.publish(end_probability(text, turn.end_probabilities[-1][1]))
         elif kind == "commit":
             self._on_commit(text, turn)
         elif kind == "sentence":
@@ -203,7 +204,7 @@ class PredgenNode(ManagedNode):
     # ------------------------------------------------------------- reports
     def _on_first_audio(self, msg: Header) -> None:
         with self._lock:
-            report = next((r for r in self._pending if r.turn.first_sentence == msg.frame_id), None)
+            report = next((r for r in self._pending if r.turn.first_sentence == sentence_of(msg)), None)
             if report is None:
                 return
             self._pending.remove(report)

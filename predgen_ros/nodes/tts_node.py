@@ -14,7 +14,7 @@ import time
 from collections import deque
 
 import numpy as np
-from std_msgs.msg import Bool, Header, Int16MultiArray, MultiArrayDimension, String
+from std_msgs.msg import Bool, Header, Int16MultiArray, String
 
 from ..audio.sinks import SINKS, SinkError, make_sink
 from ..audio.tts import PiperSynthesizer, VoiceError
@@ -29,6 +29,7 @@ from .common import (
     run_node,
     stamp,
 )
+from .messages import audio_chunk, first_audio
 
 TTS_PARAMS = {
     "tts.voice_path": ("", "Piper voice .onnx (its .onnx.json beside it); empty = embedded en_US joe medium"),
@@ -176,7 +177,7 @@ class TtsNode(ManagedNode):
                     self._interrupt()
                 return
             if first:
-                self.first_audio_pub.publish(Header(stamp=stamp(time.time()), frame_id=sentence))
+                self.first_audio_pub.publish(first_audio(stamp(time.time()), sentence))
                 first = False
             self.sink.play(speech.samples[start : start + self.chunk])
             self._pace(min(self.chunk, len(speech.samples) - start) / speech.sample_rate)
@@ -242,9 +243,7 @@ class TtsNode(ManagedNode):
         self.speaking_pub.publish(Bool(data=speaking))
 
     def _publish_audio(self, chunk: np.ndarray, sample_rate: int) -> None:
-        msg = Int16MultiArray(data=chunk.astype(np.int16).tolist())
-        msg.layout.dim = [MultiArrayDimension(label=f"mono_{sample_rate}hz", size=len(chunk), stride=len(chunk))]
-        self.audio_pub.publish(msg)
+        self.audio_pub.publish(audio_chunk(chunk, sample_rate))
 
     def health(self):
         values = {
