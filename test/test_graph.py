@@ -16,13 +16,15 @@ from predgen_ros.engine.session import LATE_COPY_WINDOW_S
 from predgen_ros.nodes.bringup import Graph, default_params_file
 from predgen_ros.nodes.common import TEXT_QOS, stamp
 from predgen_ros.nodes.predgen_node import REPORT_KEYS
+from predgen_ros.nodes.probe import GraphProbe
 
 
 class FakeUser:
     """Publishes what an ASR node would; records what the graph answers."""
 
     def __init__(self):
-        self.node = rclpy.create_node("test_user")
+        self.probe = GraphProbe("test_user")
+        self.node = self.probe.node
         self.partial = self.node.create_publisher(String, "asr/partial", TEXT_QOS)
         self.final = self.node.create_publisher(String, "asr/final", TEXT_QOS)
         self.speech_end = self.node.create_publisher(Header, "asr/speech_end", TEXT_QOS)
@@ -47,11 +49,8 @@ class FakeUser:
             self.health.setdefault(s.name, []).append(s)
 
     def spin_until(self, condition, timeout=90.0, graph=None):
-        deadline = time.time() + timeout
-        while not condition():
-            rclpy.spin_once(self.node, timeout_sec=0.1)
-            assert graph is None or graph.exited() is None, f"a node died: {graph.exited()}"
-            assert time.time() < deadline, "timed out"
+        self.probe.graph = graph
+        assert self.probe.wait_for(condition, timeout), "timed out"
 
     def say(self, text, graph, gap=0.1, final=True):
         """Word-by-word partials, then the end of speech and the final."""
@@ -88,9 +87,10 @@ def graph(tmp_path_factory):
         Graph(default_params_file(), overrides, nodes=("predgen_node", "tts_node"), log=log) as g,
     ):
         user = FakeUser()
-        user.spin_until(
-            lambda: user.reset.service_is_ready() and user.node.count_subscribers("asr/final") > 0, timeout=120, graph=g
-        )
+        user.probe.graph = g
+        user.probe.wait_active(["predgen_node", "tts_node"])
+        # matched both ways, so no first message is lost
+        user.spin_until(lambda: user.final.get_subscription_count() > 0 and user.reset.service_is_ready(), timeout=60, graph=g)
         user.spin_until(lambda: user.node.count_publishers("robot_speaking") > 0, timeout=60, graph=g)
         yield g, user, out
         user.node.destroy_node()

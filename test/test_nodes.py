@@ -17,6 +17,7 @@ from predgen_ros.audio.tts import PiperSynthesizer
 from predgen_ros.engine.params import node_section
 from predgen_ros.nodes.bringup import default_params_file
 from predgen_ros.nodes.common import TEXT_QOS
+from predgen_ros.nodes.probe import GraphProbe
 
 NODES = ("asr_node", "predgen_node", "tts_node")
 # What each node needs on this machine, which has no microphone or speaker.
@@ -177,14 +178,16 @@ class AsrNodeOnWav:
             text=True,
         )
         rclpy.init()
-        self.node = rclpy.create_node(name)
+        self.probe = GraphProbe(name)
+        self.node = self.probe.node
         self.output = ""
 
     def spin_while(self, condition, step=lambda: None, timeout=60.0):
-        deadline = time.time() + timeout
-        while condition() and time.time() < deadline and self.proc.poll() is None:
+        def done():
             step()
-            rclpy.spin_once(self.node, timeout_sec=0.1)
+            return not condition() or self.proc.poll() is not None
+
+        self.probe.wait_for(done, timeout)
 
     def __enter__(self):
         return self

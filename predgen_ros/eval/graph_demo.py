@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import statistics
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..nodes.bringup import Graph, GraphError
+from ..nodes.probe import GraphProbe
 
 
 @dataclass
@@ -28,26 +28,17 @@ class DemoSettings:
     turn_timeout_s: float = 180.0
 
 
-class ReportListener:
-    """An rclpy node in this process that collects latency reports and follows asr_node's state."""
+class ReportListener(GraphProbe):
+    """The probe, collecting latency reports as well."""
 
     def __init__(self, name: str = "predgen_demo_listener"):
-        import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
 
         from ..nodes.common import TEXT_QOS
 
-        self.rclpy = rclpy
-        self.node = rclpy.create_node(name)
+        super().__init__(name)
         self.reports: list[dict[str, str]] = []
-        self.asr_state = ""
         self.node.create_subscription(DiagnosticArray, "predgen/latency", self._on_report, TEXT_QOS)
-        self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_health, 10)
-
-    def _on_health(self, msg) -> None:
-        for status in msg.status:
-            if status.name == "/predgen_ros/asr_node":
-                self.asr_state = {kv.key: kv.value for kv in status.values}.get("state", "")
 
     def _on_report(self, msg) -> None:
         for status in msg.status:
@@ -56,21 +47,18 @@ class ReportListener:
                 | {"_level": int.from_bytes(status.level, "little"), "_message": status.message}
             )
 
-    def spin_until(self, done, graph: Graph, timeout: float, progress=None) -> None:
-        deadline = time.time() + timeout
+    def wait_until_input_finished(self, timeout: float, progress=None) -> None:
+        """Until asr_node has spoken every question (and heard each reply end); reports count as progress."""
         seen = 0
-        while not done():
-            self.rclpy.spin_once(self.node, timeout_sec=0.1)
-            if len(self.reports) > seen and progress:
+
+        def finished() -> bool:
+            nonlocal seen
+            if progress and len(self.reports) > seen:
                 progress(len(self.reports) - seen)
                 seen = len(self.reports)
-            if (exited := graph.exited()) is not None:
-                raise GraphError(f"{exited[0]} exited with code {exited[1]}")
-            if time.time() > deadline:
-                raise GraphError(f"not finished within {timeout:g} s")
+            return self.value("asr_node", "state") == "input finished"
 
-    def close(self) -> None:
-        self.node.destroy_node()
+        self.spin_until(finished, timeout, "asr_node to finish its questions")
 
 
 def run_policy(policy: str, settings: DemoSettings, progress=None) -> list[dict[str, str]]:
@@ -90,11 +78,10 @@ def run_policy(policy: str, settings: DemoSettings, progress=None) -> list[dict[
     log_path = settings.out / f"graph-{policy}.log"
     listener = ReportListener()
     with open(log_path, "w") as log, Graph(settings.params_file, overrides, log=log) as graph:
+        listener.graph = graph
         try:
             # asr_node asks each question once the previous reply has ended (or timed out)
-            listener.spin_until(
-                lambda: listener.asr_state == "input finished", graph, settings.turn_timeout_s * settings.limit, progress
-            )
+            listener.wait_until_input_finished(settings.turn_timeout_s * settings.limit, progress)
         except GraphError as err:
             raise GraphError(f"policy {policy}: {err}; see {log_path}") from None
         finally:

@@ -14,8 +14,6 @@ with `baseline_endpoint`, for the ratio.
 
 from __future__ import annotations
 
-import time
-
 from ..nodes.bringup import Graph
 from .bags import GRAPH_TOPICS, USER_TOPICS, BagError, BagMessage, read_bag
 from .bench import TurnRecord, percentile
@@ -76,12 +74,8 @@ class LivePlayer(Player):
         """The end-of-speech stamp of the final that closes the question (the reply to it
         comes after it), once asr_node has sent it; None if it sends none in `timeout`."""
         closing_ns = marker.t_end_ns + shift_ns - int(CLOSING_TOLERANCE_S * 1e9)
-        deadline = time.time() + timeout
-        while not (closing := [t for t in self._speech_ends() if t >= closing_ns]):
-            if time.time() > deadline:
-                return None
-            self._spin_checked(graph, deadline + 1)
-        return closing[0]
+        closing = lambda: [t for t in self._speech_ends() if t >= closing_ns]  # noqa: E731
+        return closing()[0] if self.wait_for(lambda: bool(closing()), timeout) else None
 
     def records(self, name: str, markers: list[QuestionMarker], outcomes: list[tuple[int, str]]) -> list[TurnRecord]:
         records = super().records(name, markers, outcomes)

@@ -24,6 +24,7 @@ from pathlib import Path
 from ..engine.metrics import first_audio_missing, measures_from_report
 from ..engine.params import ENGINE_PARAMS
 from ..nodes.bringup import Graph, GraphError
+from ..nodes.probe import GraphProbe
 from .bags import GRAPH_TOPICS, USER_TOPICS, BagError, BagMessage, read_bag, write_bag
 from .bench import TurnRecord, format_duration_table, format_table, mark_matches, summarize, summarize_by_duration, write_outputs
 from .conversation import score_answers
@@ -71,22 +72,20 @@ def load_replay(bag: Path, limit: int | None = None) -> tuple[list[BagMessage], 
     return replayed, markers
 
 
-class Player:
-    """Publishes the bag's ASR messages on time and records the graph's answers."""
+class Player(GraphProbe):
+    """The probe, publishing the bag's ASR messages on time and recording the graph's answers."""
 
     replayed = REPLAYED
     recorded_topics = GRAPH_TOPICS
 
     def __init__(self):
-        import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
         from std_msgs.msg import Bool, Header, Int16MultiArray, String
         from std_srvs.srv import Trigger
 
         from ..nodes.common import TEXT_QOS
 
-        self.rclpy = rclpy
-        self.node = rclpy.create_node("predgen_eval_player")
+        super().__init__("predgen_eval_player")
         types = {
             "std_msgs/msg/String": String,
             "std_msgs/msg/Header": Header,
@@ -106,19 +105,21 @@ class Player:
             )
 
     def wait_for_graph(self, graph: Graph, timeout: float = 180.0) -> None:
-        deadline = time.time() + timeout
+        self.graph = graph
         # matched writers, not just discovered nodes: a final sent before predgen_node's
         # reader matched would be lost, and with it a question
-        while not (
-            all(p.get_subscription_count() > 0 for p in self.publishers.values())
-            and self.node.count_subscribers("asr/final") > 0
-            and self.node.count_publishers("robot_speaking") > 0
-            and self.node.count_publishers("predgen/latency") > 0
-            and self.reset.service_is_ready()
-        ):
-            self._spin_checked(graph, deadline)
-        for _ in range(10):  # discovery settles both ways
-            self.rclpy.spin_once(self.node, timeout_sec=0.05)
+        self.spin_until(
+            lambda: (
+                all(p.get_subscription_count() > 0 for p in self.publishers.values())
+                and self.node.count_subscribers("asr/final") > 0
+                and self.node.count_publishers("robot_speaking") > 0
+                and self.node.count_publishers("predgen/latency") > 0
+                and self.reset.service_is_ready()
+            ),
+            timeout,
+            "the graph to come up",
+        )
+        self.spin_for(0.5)  # discovery settles both ways
 
     def play(
         self,
@@ -170,20 +171,15 @@ class Player:
 
     def _reset_history(self, graph: Graph) -> None:
         future = self.reset.call_async(self.reset_request)
-        deadline = time.time() + 30
-        while not future.done():
-            self._spin_checked(graph, deadline, "predgen_node did not answer ~/reset within 30 s")
+        self.spin_until(future.done, 30, "predgen_node's answer to ~/reset")
 
     def _wait_for_reply(self, final_ns: int | None, graph: Graph, timeout: float) -> str:
         """Until the reply to the final sent at `final_ns` has ended: its latency report
         and its whole response are out and the robot is silent.  "" or why not."""
         if final_ns is None:
             return "the ASR gave no final transcript"
-        deadline = time.time() + timeout
-        while not self._reply_ended(final_ns):
-            if time.time() > deadline:
-                return f"no reply within {timeout:g} s"
-            self._spin_checked(graph, deadline + 1)
+        if not self.wait_for(lambda: self._reply_ended(final_ns), timeout):
+            return f"no reply within {timeout:g} s"
         return ""
 
     def _reply_ended(self, final_ns: int) -> bool:
@@ -196,17 +192,7 @@ class Player:
         return reported and responded and not (speaking and speaking[-1])
 
     def _wait_until(self, due_ns: int, graph: Graph) -> None:
-        while time.time_ns() < due_ns:
-            self.rclpy.spin_once(self.node, timeout_sec=min(0.05, max(0.0, (due_ns - time.time_ns()) / 1e9)))
-            if graph.exited() is not None:
-                raise GraphError(f"{graph.exited()[0]} exited with code {graph.exited()[1]}")
-
-    def _spin_checked(self, graph: Graph, deadline: float, late: str = "the graph did not come up") -> None:
-        self.rclpy.spin_once(self.node, timeout_sec=0.1)
-        if graph.exited() is not None:
-            raise GraphError(f"{graph.exited()[0]} exited with code {graph.exited()[1]}")
-        if time.time() > deadline:
-            raise GraphError(late)
+        self.spin_for(max(0.0, (due_ns - time.time_ns()) / 1e9))
 
     def records(self, name: str, markers: list[QuestionMarker], outcomes: list[tuple[int, str]]) -> list[TurnRecord]:
         return question_records(name, markers, outcomes, self.recorded)
@@ -218,9 +204,6 @@ class Player:
             path,
             [BagMessage(topic, self.recorded_topics[topic], t_ns, serialize_message(msg)) for topic, t_ns, msg in self.recorded],
         )
-
-    def close(self) -> None:
-        self.node.destroy_node()
 
 
 def report_values(msg) -> dict[str, str]:

@@ -29,7 +29,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..nodes.bringup import NODES, Graph
+from ..nodes.bringup import NODES, Graph, GraphError
+from ..nodes.probe import GraphProbe
 
 AWKWARD = (
     "hi",
@@ -96,52 +97,20 @@ def soak_utterances(turns: int) -> list[str]:
     return [pool[i % len(pool)] for i in range(turns)]
 
 
-class Monitor:
-    """An rclpy node in this process: counts finals and responses, speaks for the fault scenarios."""
+class Monitor(GraphProbe):
+    """The probe, counting responses and speaking for the fault scenarios."""
 
     def __init__(self):
-        import rclpy
-        from diagnostic_msgs.msg import DiagnosticArray
         from std_msgs.msg import Header, String
-        from std_srvs.srv import Trigger
 
         from ..nodes.common import TEXT_QOS
 
-        self.rclpy = rclpy
-        self.node = rclpy.create_node("predgen_stress_monitor")
+        super().__init__("predgen_stress_monitor")
         self.responses: list[str] = []
-        self.health: dict[str, tuple[int, str, dict[str, str]]] = {}  # node -> (level, message, values)
         self.partial_pub = self.node.create_publisher(String, "asr/partial", TEXT_QOS)
         self.final_pub = self.node.create_publisher(String, "asr/final", TEXT_QOS)
         self.speech_end_pub = self.node.create_publisher(Header, "asr/speech_end", TEXT_QOS)
-        self.reset = self.node.create_client(Trigger, "/predgen_node/reset")
         self.node.create_subscription(String, "predgen/response", lambda m: self.responses.append(m.data), TEXT_QOS)
-        self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_health, 10)
-
-    def _on_health(self, msg) -> None:
-        for status in msg.status:
-            node = status.name.rsplit("/", 1)[-1]
-            self.health[node] = (
-                int.from_bytes(status.level, "little"),
-                status.message,
-                {kv.key: kv.value for kv in status.values},
-            )
-
-    def value(self, node: str, key: str, default: str = "") -> str:
-        return self.health.get(node, (0, "", {}))[2].get(key, default)
-
-    def spin(self, seconds: float) -> None:
-        deadline = time.time() + seconds
-        while time.time() < deadline:
-            self.rclpy.spin_once(self.node, timeout_sec=min(0.05, max(0.0, deadline - time.time())))
-
-    def wait_for(self, condition, timeout: float) -> bool:
-        deadline = time.time() + timeout
-        while not condition():
-            if time.time() > deadline:
-                return False
-            self.rclpy.spin_once(self.node, timeout_sec=0.05)
-        return True
 
     def say(self, text: str, stop_after_words: int | None = None) -> None:
         """Word-by-word partials (50 ms apart), then the end of speech and the final."""
@@ -153,7 +122,7 @@ class Monitor:
         words = text.split()
         for n in range(1, len(words) + 1):
             self.partial_pub.publish(String(data=" ".join(words[:n])))
-            self.spin(0.05)
+            self.spin_for(0.05)
             if stop_after_words == n:
                 return
         self.speech_end_pub.publish(speech_end(stamp(time.time())))
@@ -166,19 +135,12 @@ class Monitor:
         return self.wait_for(lambda: len(self.responses) > before, timeout)
 
     def predgen_serving(self, timeout: float) -> bool:
-        """True once a live predgen_node answers ~/reset (a killed one cannot)."""
-        from std_srvs.srv import Trigger
-
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.reset.wait_for_service(timeout_sec=1.0):
-                future = self.reset.call_async(Trigger.Request())
-                if self.wait_for(future.done, 5.0) and future.result() is not None:
-                    return True
-        return False
-
-    def close(self) -> None:
-        self.node.destroy_node()
+        """True once a live predgen_node is active (a killed one cannot answer)."""
+        try:
+            self.wait_active(["predgen_node"], timeout)
+        except GraphError:
+            return False
+        return True
 
 
 def node_rss_mb(graph: Graph) -> dict[str, float]:
@@ -200,7 +162,7 @@ def soak(graph: Graph, monitor: Monitor, settings: StressSettings, result: Stres
     last_change = time.time()
     give_up = time.time() + settings.soak_limit_s
     while True:
-        monitor.rclpy.spin_once(monitor.node, timeout_sec=0.1)
+        monitor.spin_for(0.1)
         sent = int(monitor.value("asr_node", "utterances", "0"))
         answered = len(monitor.responses)
         if answered > result.answered:
@@ -255,7 +217,7 @@ def fault_predgen_kill(graph: Graph, monitor: Monitor, settings: StressSettings)
 def fault_sink_failure(graph: Graph, monitor: Monitor, settings: StressSettings) -> str:
     wav_dir = (settings.out / "fault-wav").resolve()
     graph.kill("tts_node")
-    monitor.spin(0.5)
+    monitor.spin_for(0.5)
     monitor.health.pop("tts_node", None)  # forget the killed node's last report
     graph.launch("tts_node", {"tts.sink": "wav", "tts.wav_dir": str(wav_dir)})
     if not monitor.wait_for(lambda: "tts_node" in monitor.health, settings.restart_timeout_s):

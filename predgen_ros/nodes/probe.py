@@ -55,10 +55,15 @@ class GraphProbe:
         while not condition():
             if self.graph is not None and (exited := self.graph.exited()) is not None:
                 raise GraphError(f"{exited[0]} exited with code {exited[1]}")
-            if time.time() > deadline:
+            remaining = deadline - time.time()
+            if remaining <= 0:
                 return False
-            rclpy.spin_once(self.node, timeout_sec=0.05)
+            rclpy.spin_once(self.node, timeout_sec=min(0.05, remaining))
         return True
+
+    def spin_for(self, seconds: float) -> None:
+        """Let callbacks run for `seconds` (pacing, or draining what is in flight)."""
+        self.wait_for(lambda: False, seconds)
 
     def spin_until(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
         """As wait_for, but a timeout is a GraphError naming `what` was awaited."""
@@ -87,11 +92,18 @@ class GraphProbe:
         return self._call(node, "change_state", ChangeState, request, timeout).success
 
     def wait_active(self, nodes, timeout: float = 300.0) -> None:
-        """Until every node of `nodes` reports the active state (autostart nodes load first)."""
+        """Until every node of `nodes` reports the active state.  An autostarting node answers
+        once it is active; one that does not answer yet (loading, or a stale endpoint of a
+        killed process) is asked again."""
         deadline = time.time() + timeout
 
         def active(node: str) -> bool:
-            return self.state(node, max(1.0, deadline - time.time())) == "active"
+            try:
+                return self.state(node, min(5.0, max(0.1, deadline - time.time()))) == "active"
+            except GraphError:
+                if self.graph is not None and self.graph.exited() is not None:
+                    raise
+                return False
 
         for node in nodes:
             self.spin_until(lambda node=node: active(node), max(0.0, deadline - time.time()), f"{node} to become active")
