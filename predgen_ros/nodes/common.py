@@ -143,33 +143,30 @@ def run_node(name: str, make_node: Callable[[], Node], args: list[str] | None = 
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
     rclpy.init(args=args)
+    # The executor first: a stop signal that lands while the node starts (a launch or
+    # bringup stopping right after "ready") then ends it like one that lands while it spins.
+    executor = SingleThreadedExecutor()
     node = None
     try:
         node = make_node()
         if isinstance(node, ManagedNode):
             node.start()
+        executor.add_node(node)
+        executor.spin()
     except StartupError as err:
         print(f"{name}: error: {err}", file=sys.stderr, flush=True)
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
         return 2
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    try:
-        executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except Exception:
-        if node.context.ok():
+        if rclpy.ok():
             raise
-        # SIGTERM/SIGINT shut the context down while the executor built its wait set: a normal stop
+        # SIGTERM/SIGINT shut the context down while the node started or the executor waited: a normal stop
     finally:
-        close = getattr(node, "close", None)
-        if close:
-            close()
+        if node is not None:
+            node.close()
+            node.destroy_node()
         executor.shutdown()
-        node.destroy_node()
         rclpy.try_shutdown()
     return 0
 
