@@ -34,9 +34,9 @@ demo: venv
 test: venv
 	$(PY) -m pytest -q test
 
-# the engine and unit tier: no node processes, no full-size model (under a minute)
+# the engine and unit tier: no ROS nodes, no full-size model, no command run (under a minute)
 test-fast: venv
-	$(PY) -m pytest -q -m "not graph and not models" test
+	$(PY) -m pytest -q -m "not graph and not e2e" test
 
 # the linter is a workbench tool, installed on first use rather than with the package
 lint: venv

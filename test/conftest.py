@@ -49,6 +49,13 @@ def tiny_lm(tokenizer):
     return LanguageModel(model, tokenizer)
 
 
+def pytest_collection_modifyitems(items):
+    """A test that loads the real SmolLM2 belongs to the end-to-end tier (make test-fast skips it)."""
+    for item in items:
+        if "smollm" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.e2e)
+
+
 @pytest.fixture(scope="session")
 def smollm():
     model, tok = load_pretrained(None, "cpu", "float32")

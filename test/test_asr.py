@@ -9,6 +9,8 @@ import pytest
 from predgen_ros.audio.asr import AsrError, StreamingAsr, chunks, make_recognizer, read_wav, to_pcm16k
 from predgen_ros.audio.tts import PiperSynthesizer
 
+pytestmark = pytest.mark.e2e
+
 DATA = Path(__file__).parent / "data"
 SILENCE_1S = b"\0" * 32000
 

@@ -14,6 +14,8 @@ from predgen_ros.audio.text_asr import Question
 from predgen_ros.eval.bags import BagError, read_bag, write_bag
 from predgen_ros.eval.make_bag import BagSettings, bag_messages
 
+pytestmark = pytest.mark.e2e
+
 SAMPLE = Path(str(files("predgen_ros") / "data" / "bags" / "sample"))
 
 

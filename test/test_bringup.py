@@ -13,6 +13,8 @@ import yaml
 
 from predgen_ros.nodes.bringup import default_params_file, node_command, node_for, ros_value
 
+pytestmark = pytest.mark.graph
+
 
 def start_bringup(*args):
     # as from a shell: Ctrl-C's default action, whatever an earlier test left in this process

@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.e2e
+
 
 def run_cli(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "predgen_ros.cli", *args], capture_output=True, text=True, timeout=300, cwd=cwd)

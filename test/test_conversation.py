@@ -20,6 +20,8 @@ from predgen_ros.eval.bench import deliver
 from predgen_ros.eval.conversation import RelevanceScorer, contrast_questions, mark_repeated_openings, opening
 from predgen_ros.eval.questions import speak
 
+pytestmark = pytest.mark.e2e
+
 TELL_ME = [
     "Tell me a fun fact about octopuses.",
     "Tell me how to boil an egg.",

@@ -3,8 +3,12 @@
 import csv
 import json
 
+import pytest
+
 from predgen_ros.audio.tts import PiperSynthesizer
 from predgen_ros.cli import main
+
+pytestmark = pytest.mark.e2e
 
 SUMMARY_KEYS = {
     "audio_latency_p50_s",

@@ -18,6 +18,8 @@ from predgen_ros.nodes.common import TEXT_QOS, stamp
 from predgen_ros.nodes.predgen_node import REPORT_KEYS
 from predgen_ros.nodes.probe import GraphProbe
 
+pytestmark = pytest.mark.graph
+
 
 class FakeUser:
     """Publishes what an ASR node would; records what the graph answers."""

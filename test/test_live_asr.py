@@ -50,6 +50,7 @@ def test_a_final_whose_speech_ended_before_the_question_did_cut_it_off():
     assert [r.early_finals for r in records] == [1, 0, 0]
 
 
+@pytest.mark.graph
 def test_the_sample_audio_through_a_live_asr_node_answers_every_question(tmp_path):
     settings = EvalSettings(
         SAMPLE, tmp_path, default_params_file(), ("predgen",), {"generation.max_new_tokens": 0}, endpoint_policies=("llm",)

@@ -19,6 +19,8 @@ from predgen_ros.nodes.bringup import default_params_file
 from predgen_ros.nodes.common import TEXT_QOS
 from predgen_ros.nodes.probe import GraphProbe
 
+pytestmark = pytest.mark.graph
+
 NODES = ("asr_node", "predgen_node", "tts_node")
 # What each node needs on this machine, which has no microphone or speaker.
 NO_DEVICES = {"asr_node": ["-p", "asr.backend:=text"], "tts_node": ["-p", "tts.sink:=none"], "predgen_node": []}

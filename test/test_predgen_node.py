@@ -14,6 +14,8 @@ from predgen_ros.engine.session import TurnStats
 from predgen_ros.nodes.common import stamp
 from predgen_ros.nodes.predgen_node import PendingReport, PredgenNode
 
+pytestmark = pytest.mark.graph
+
 
 @pytest.fixture(scope="module")
 def node():

@@ -6,6 +6,8 @@ import json
 from importlib.resources import files
 from pathlib import Path
 
+import pytest
+
 from predgen_ros.eval.bags import read_bag
 from predgen_ros.eval.bench import TurnRecord, format_table, summarize
 from predgen_ros.eval.replay import (
@@ -81,6 +83,7 @@ def test_a_limit_keeps_the_first_questions_only():
     assert sum(m.topic == "asr/final" for m in first_two) == 2
 
 
+@pytest.mark.graph
 def test_replaying_the_sample_bag_reports_every_turn_of_every_policy(tmp_path):
     policies = ("baseline", "preemptive", "predgen")
     settings = EvalSettings(SAMPLE, tmp_path, default_params_file(), policies, {"generation.max_new_tokens": 0})

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from predgen_ros.eval.stress import FAULTS, StressSettings, run_stress, soak_utterances
 from predgen_ros.nodes.bringup import default_params_file
 
@@ -15,6 +17,7 @@ def test_the_soak_mixes_awkward_utterances_into_the_questions():
     assert all("\n" not in u and u.strip() for u in utterances)
 
 
+@pytest.mark.graph
 def test_a_short_soak_answers_every_turn_and_survives_every_fault(tmp_path):
     settings = StressSettings(default_params_file(), tmp_path, turns=8, rss_from_turn=3, turn_timeout_s=60)
     result = run_stress(settings)

@@ -7,9 +7,12 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from piper import PiperVoice
 
 from predgen_ros.audio.tts import PiperSynthesizer, default_voice_path
+
+pytestmark = pytest.mark.e2e
 
 SENTENCE = "The robot answers quickly."
 

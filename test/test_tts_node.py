@@ -14,6 +14,8 @@ from predgen_ros.nodes.bringup import Graph, default_params_file
 from predgen_ros.nodes.common import AUDIO_QOS, TEXT_QOS
 from predgen_ros.nodes.probe import GraphProbe
 
+pytestmark = pytest.mark.graph
+
 LONG = (
     "Robots that listen while you speak can prepare an answer early, "
     "and this sentence is long enough to take several seconds to say out loud."

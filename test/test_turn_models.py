@@ -12,6 +12,8 @@ from predgen_ros.audio.endpoint import EndpointConfig, Endpointer
 from predgen_ros.audio.turn_models import SileroVad, SmartTurn
 from predgen_ros.eval.make_bag import insert_pause
 
+pytestmark = pytest.mark.e2e
+
 QUESTIONS = ["What is the capital of France?", "How many legs does a spider have?", "Tell me a fun fact about octopuses."]
 SILENCE = b"\0" * 32000  # 1 s
 DATA = Path(__file__).parent / "data"
