@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -81,6 +82,30 @@ def test_ctrl_c_stops_every_node_cleanly():
         assert not [pid for pid in children if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
     finally:
         if proc.poll() is None:  # a failed shutdown must not leave nodes talking to the next tests
+            for child in psutil.Process(proc.pid).children(recursive=True):
+                child.kill()
+            proc.kill()
+
+
+def test_a_killed_node_stops_the_others():
+    """As the launch file's on_exit=Shutdown does (checked statically in test_launch)."""
+    proc = start_bringup("--asr-backend", "text", "--sink", "none", "--set", "asr.text.wait_for_reply=false")
+    try:
+        lines = []
+        deadline = time.time() + 120
+        while not any("[predgen_node]" in line and "ready" in line for line in lines):
+            assert time.time() < deadline and proc.poll() is None, "".join(lines)[-3000:]
+            lines.append(proc.stdout.readline())
+        nodes = {psutil.Process(pid).cmdline()[2].rsplit(".", 1)[-1]: pid for pid in node_pids(proc)}
+        os.kill(nodes["predgen_node"], signal.SIGKILL)
+        output = proc.communicate(timeout=60)[0]
+        assert proc.returncode != 0, output[-3000:]
+        assert "[bringup] predgen_node exited with code -9; stopping the other nodes" in output
+        assert not [
+            pid for pid in nodes.values() if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        ]
+    finally:
+        if proc.poll() is None:
             for child in psutil.Process(proc.pid).children(recursive=True):
                 child.kill()
             proc.kill()
