@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 
 import psutil
 import pytest
@@ -65,7 +66,9 @@ def test_one_node_failing_stops_the_others():
     assert "[bringup] asr_node exited with code 2; stopping the other nodes" in output
 
 
-def test_ctrl_c_stops_every_node_cleanly():
+@contextmanager
+def ready_graph():
+    """bringup with the text user, once predgen_node is ready; whatever is left is killed after."""
     proc = start_bringup("--asr-backend", "text", "--sink", "none", "--set", "asr.text.wait_for_reply=false")
     try:
         lines = []
@@ -73,13 +76,7 @@ def test_ctrl_c_stops_every_node_cleanly():
         while not any("[predgen_node]" in line and "ready" in line for line in lines):
             assert time.time() < deadline and proc.poll() is None, "".join(lines)[-3000:]
             lines.append(proc.stdout.readline())
-        children = node_pids(proc)
-        assert len(children) >= 3
-        proc.send_signal(signal.SIGINT)
-        output = proc.communicate(timeout=30)[0]
-        assert proc.returncode == 0, output[-3000:]
-        assert "Traceback" not in output
-        assert not [pid for pid in children if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+        yield proc
     finally:
         if proc.poll() is None:  # a failed shutdown must not leave nodes talking to the next tests
             for child in psutil.Process(proc.pid).children(recursive=True):
@@ -87,25 +84,27 @@ def test_ctrl_c_stops_every_node_cleanly():
             proc.kill()
 
 
+def still_running(pids):
+    return [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+
+
+def test_ctrl_c_stops_every_node_cleanly():
+    with ready_graph() as proc:
+        children = node_pids(proc)
+        assert len(children) >= 3
+        proc.send_signal(signal.SIGINT)
+        output = proc.communicate(timeout=30)[0]
+        assert proc.returncode == 0, output[-3000:]
+        assert "Traceback" not in output
+        assert not still_running(children)
+
+
 def test_a_killed_node_stops_the_others():
     """As the launch file's on_exit=Shutdown does (checked statically in test_launch)."""
-    proc = start_bringup("--asr-backend", "text", "--sink", "none", "--set", "asr.text.wait_for_reply=false")
-    try:
-        lines = []
-        deadline = time.time() + 120
-        while not any("[predgen_node]" in line and "ready" in line for line in lines):
-            assert time.time() < deadline and proc.poll() is None, "".join(lines)[-3000:]
-            lines.append(proc.stdout.readline())
+    with ready_graph() as proc:
         nodes = {psutil.Process(pid).cmdline()[2].rsplit(".", 1)[-1]: pid for pid in node_pids(proc)}
         os.kill(nodes["predgen_node"], signal.SIGKILL)
         output = proc.communicate(timeout=60)[0]
         assert proc.returncode != 0, output[-3000:]
         assert "[bringup] predgen_node exited with code -9; stopping the other nodes" in output
-        assert not [
-            pid for pid in nodes.values() if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-        ]
-    finally:
-        if proc.poll() is None:
-            for child in psutil.Process(proc.pid).children(recursive=True):
-                child.kill()
-            proc.kill()
+        assert not still_running(nodes.values())
