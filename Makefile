@@ -9,7 +9,9 @@ DEMO_DOMAIN_ID ?= 42
 export ROS_AUTOMATIC_DISCOVERY_RANGE := LOCALHOST
 export ROS_LOCALHOST_ONLY := 1
 
-.PHONY: venv demo test stress clean
+RUFF   ?= ruff==0.17.5
+
+.PHONY: venv demo test test-fast lint stress clean
 
 venv: $(VENV)/.installed
 
@@ -31,6 +33,16 @@ demo: venv
 
 test: venv
 	$(PY) -m pytest -q test
+
+# the engine and unit tier: no ROS nodes, no full-size model, no command run (under a minute)
+test-fast: venv
+	$(PY) -m pytest -q -m "not graph and not e2e" test
+
+# the linter is a workbench tool, installed on first use rather than with the package
+lint: venv
+	test -x $(VENV)/bin/ruff || $(PY) -m pip install --quiet $(RUFF)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 # 300 turns through the real graph, then the fault scenarios (~15 min); the last line sums it up
 STRESS_DOMAIN_ID ?= 43

@@ -12,7 +12,7 @@ setup(
     package_data={PACKAGE: ["data/mt_bench/*", "data/bags/*.jsonl", "data/bags/sample/*", "data/robot_questions/*"]},
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
-        (f"share/{PACKAGE}", ["package.xml"]),
+        (f"share/{PACKAGE}", ["package.xml", "LICENSE"]),
         (f"share/{PACKAGE}/config", glob("config/*.yaml")),
         (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
         # where `ros2 run predgen_ros <node>` looks for executables
@@ -20,8 +20,8 @@ setup(
     ],
     install_requires=["setuptools"],
     zip_safe=True,
-    maintainer="predgen_ros maintainers",
-    maintainer_email="predgen-ros@example.com",
+    maintainer="Seed 223ebf80 maintainers",
+    maintainer_email="maintainers@users.noreply.a-seed-223ebf80.example",
     description="Speculative LLM replies for ROS 2 voice dialogue (PredGen).",
     license="Apache-2.0",
     entry_points={

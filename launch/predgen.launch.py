@@ -7,14 +7,27 @@
 A launch argument left empty keeps the value of the parameter file.  When one
 node exits (a bad model path, a crash), the whole launch shuts down, as
 `predgen-ros bringup` does on installs without `ros2 launch`.
+
+predgen_node and tts_node are managed (lifecycle) nodes: launch configures them
+(the model and the voice load) and activates each once it is inactive.  After
+that, `ros2 lifecycle set /predgen_node deactivate` stops replies without
+unloading the model.  `namespace:=robot1` puts the three nodes and their topics
+under /robot1; the parameter file's `/**/<node>` keys match in any namespace.
 """
-from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction, Shutdown
+
+from launch.actions import DeclareLaunchArgument, EmitEvent, OpaqueFunction, RegisterEventHandler, Shutdown
+from launch.events import matches_action
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
-from launch_ros.actions import Node
+from launch_ros.actions import LifecycleNode, Node
+from launch_ros.event_handlers import OnStateTransition
+from launch_ros.events.lifecycle import ChangeState
 from launch_ros.substitutions import FindPackageShare
+from lifecycle_msgs.msg import Transition
+
+from launch import LaunchDescription
 
 NODES = ("asr_node", "predgen_node", "tts_node")
+MANAGED_NODES = ("predgen_node", "tts_node")
 
 # launch argument -> (parameter, the node that declares it, description)
 OVERRIDES = {
@@ -26,23 +39,54 @@ OVERRIDES = {
 }
 
 
+def _transition(node, transition_id):
+    return EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_action(node), transition_id=transition_id))
+
+
+def _managed(node):
+    """Configure `node` now and activate it once configured (not after a later deactivate)."""
+    activate = OnStateTransition(
+        target_lifecycle_node=node,
+        start_state="configuring",
+        goal_state="inactive",
+        entities=[_transition(node, Transition.TRANSITION_ACTIVATE)],
+    )
+    return [node, RegisterEventHandler(activate), _transition(node, Transition.TRANSITION_CONFIGURE)]
+
+
 def _nodes(context):
     params_file = LaunchConfiguration("params_file").perform(context)
+    namespace = LaunchConfiguration("namespace").perform(context)
     overrides = {node: {} for node in NODES}
     for argument, (parameter, node, _) in OVERRIDES.items():
         value = LaunchConfiguration(argument).perform(context)
         if value:
             overrides[node][parameter] = value
-    return [
-        Node(package="predgen_ros", executable=node, name=node, output="screen", parameters=[params_file, overrides[node]],
-             on_exit=Shutdown(reason=f"{node} exited; stopping the other nodes"))
-        for node in NODES
-    ]
+    actions = []
+    for node in NODES:
+        settings = dict(
+            package="predgen_ros",
+            executable=node,
+            name=node,
+            namespace=namespace,
+            output="screen",
+            on_exit=Shutdown(reason=f"{node} exited; stopping the other nodes"),
+        )
+        if node in MANAGED_NODES:  # launch drives the lifecycle, so the node does not autostart
+            actions += _managed(LifecycleNode(**settings, parameters=[params_file, {**overrides[node], "autostart": False}]))
+        else:
+            actions.append(Node(**settings, parameters=[params_file, overrides[node]]))
+    return actions
 
 
 def generate_launch_description():
     default_params = PathJoinSubstitution([FindPackageShare("predgen_ros"), "config", "predgen.yaml"])
-    arguments = [DeclareLaunchArgument("params_file", default_value=default_params, description="ROS 2 parameter file for the three nodes")]
+    arguments = [
+        DeclareLaunchArgument(
+            "params_file", default_value=default_params, description="ROS 2 parameter file for the three nodes"
+        ),
+        DeclareLaunchArgument("namespace", default_value="", description="namespace of the nodes and their topics (empty: none)"),
+    ]
     arguments += [
         DeclareLaunchArgument(name, default_value="", description=f"{description} (empty: from params_file)")
         for name, (_, _, description) in OVERRIDES.items()

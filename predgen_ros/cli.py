@@ -1,4 +1,5 @@
 """The `predgen-ros` command."""
+
 from __future__ import annotations
 
 import argparse
@@ -10,8 +11,7 @@ from pathlib import Path
 
 from .audio.asr import VADS
 from .audio.endpoint import DEFAULT_ENDPOINT_POLICIES
-from .engine.models import ModelError
-from .engine.session import DECODERS, POLICIES, VERIFIERS, ConfigError
+from .engine.config import DECODERS, POLICIES, VERIFIERS, ConfigError, ModelError
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -44,28 +44,73 @@ def _comma_list(cast):
 
 def _add_bench_options(parser: argparse.ArgumentParser) -> None:
     """The options bench and frontier share: questions, engine settings, model."""
-    parser.add_argument("--questions", type=Path, default=None, help="MT-Bench .jsonl or a text file, one question a line (default: MT-Bench turn 1)")
+    parser.add_argument(
+        "--questions",
+        type=Path,
+        default=None,
+        help="MT-Bench .jsonl or a text file, one question a line (default: MT-Bench turn 1)",
+    )
     parser.add_argument("--limit", type=int, default=None, help="only the first N questions")
-    parser.add_argument("--turn", type=_comma_list(int), default=[1],
-                        help="MT-Bench turn; 2 asks each follow-up after turn 1 and the model's own reply to it; 1,2 both (default 1)")
-    parser.add_argument("--max-chars", type=int, default=None,
-                        help="only questions shorter than this many characters (80 = 8 s of speech at 600 chars/min)")
-    parser.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file whose predgen_node section sets the defaults (e.g. config/predgen.yaml)")
-    parser.add_argument("--verifier", choices=VERIFIERS, default=None,
-                        help="exact (default, lossless), topk (the paper's setting), margin or minp")
+    parser.add_argument(
+        "--turn",
+        type=_comma_list(int),
+        default=[1],
+        help="MT-Bench turn; 2 asks each follow-up after turn 1 and the model's own reply to it; 1,2 both (default 1)",
+    )
+    parser.add_argument(
+        "--max-chars",
+        type=int,
+        default=None,
+        help="only questions shorter than this many characters (80 = 8 s of speech at 600 chars/min)",
+    )
+    parser.add_argument(
+        "--params",
+        type=Path,
+        default=None,
+        help="ROS 2 parameter file whose predgen_node section sets the defaults (e.g. config/predgen.yaml)",
+    )
+    parser.add_argument(
+        "--verifier",
+        choices=VERIFIERS,
+        default=None,
+        help="exact (default, lossless), topk (the paper's setting), margin or minp",
+    )
     parser.add_argument("--k", type=int, default=None, help="K of the top-K verifier (default 3)")
-    parser.add_argument("--max-gap", type=float, default=None, help="top-K: a kept token lies at most this many nats below the most likely one")
-    parser.add_argument("--margin", type=float, default=None, help="margin: a kept token lies at most this many nats below the top one (default 0.25)")
-    parser.add_argument("--min-p", type=float, default=None, help="minp: a kept token has at least this share of the top token's probability (default 0.5)")
-    parser.add_argument("--exact-head", type=int, default=None, help="all but exact: the reply's first N tokens must be the most likely one")
-    parser.add_argument("--copy-guard", action=argparse.BooleanOptionalAction, default=None,
-                        help="all but exact: a runner-up token may not copy an earlier reply")
+    parser.add_argument(
+        "--max-gap", type=float, default=None, help="top-K: a kept token lies at most this many nats below the most likely one"
+    )
+    parser.add_argument(
+        "--margin",
+        type=float,
+        default=None,
+        help="margin: a kept token lies at most this many nats below the top one (default 0.25)",
+    )
+    parser.add_argument(
+        "--min-p",
+        type=float,
+        default=None,
+        help="minp: a kept token has at least this share of the top token's probability (default 0.5)",
+    )
+    parser.add_argument(
+        "--exact-head", type=int, default=None, help="all but exact: the reply's first N tokens must be the most likely one"
+    )
+    parser.add_argument(
+        "--copy-guard",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="all but exact: a runner-up token may not copy an earlier reply",
+    )
     parser.add_argument("--decoder", choices=DECODERS, default=None, help="ar (default) or jacobi")
     parser.add_argument("--jacobi-block", type=int, default=None, help="tokens per Jacobi iteration (default 8)")
-    parser.add_argument("--endpoint-delay", type=float, default=None, help="seconds from the final transcript to the end of turn (default 0)")
+    parser.add_argument(
+        "--endpoint-delay", type=float, default=None, help="seconds from the final transcript to the end of turn (default 0)"
+    )
     parser.add_argument("--max-new-tokens", type=int, default=0, help="reply length; 0 (default) stops after the first sentence")
-    parser.add_argument("--conversation", action="store_true",
-                        help="ask the questions in one conversation, history kept (default: independent questions, history reset)")
+    parser.add_argument(
+        "--conversation",
+        action="store_true",
+        help="ask the questions in one conversation, history kept (default: independent questions, history reset)",
+    )
     _add_model_options(parser)
 
 
@@ -81,53 +126,104 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="side-by-side latency benchmark of the policies on MT-Bench (virtual clock)")
     _add_bench_options(bench)
-    bench.add_argument("--policies", type=_policy_list, default=list(POLICIES), help="comma-separated, from baseline,preemptive,predgen")
-    bench.add_argument("--anticipate", action=argparse.BooleanOptionalAction, default=None,
-                       help="predgen: also speculate on the model's guess of how the user's sentence ends (default: on; --no-anticipate: off)")
+    bench.add_argument(
+        "--policies", type=_policy_list, default=list(POLICIES), help="comma-separated, from baseline,preemptive,predgen"
+    )
+    bench.add_argument(
+        "--anticipate",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="predgen: also speculate on the model's guess of how the user's sentence ends (default: on; --no-anticipate: off)",
+    )
     bench.add_argument("--chars-per-minute", type=float, default=600.0, help="speaking rate of the simulated user (default 600)")
-    bench.add_argument("--history-tokens", type=int, default=None,
-                       help="history kept in the prompt, in tokens (default 1024)")
+    bench.add_argument("--history-tokens", type=int, default=None, help="history kept in the prompt, in tokens (default 1024)")
     bench.add_argument("--out", type=Path, default=None, help="write summary.json, turns.csv and latency.png here")
 
-    frontier = sub.add_parser("frontier", help="many verifier settings against one baseline on one loaded model: speedup vs quality loss")
+    frontier = sub.add_parser(
+        "frontier", help="many verifier settings against one baseline on one loaded model: speedup vs quality loss"
+    )
     _add_bench_options(frontier)
-    frontier.add_argument("--settings", type=_comma_list(str), required=True,
-                          help="comma-separated KIND[=VALUE][+anticipate], e.g. exact,exact+anticipate,margin=0.25,minp=0.5,topk=3")
-    frontier.add_argument("--rates", type=_comma_list(float), default=[600.0],
-                          help="speaking rates in characters per minute, one run each (default 600)")
-    frontier.add_argument("--history", type=_comma_list(int), default=None,
-                          help="history budgets in tokens, one run each (with --conversation; default 1024)")
-    frontier.add_argument("--out", type=Path, default=Path("frontier-out"),
-                          help="frontier.md, frontier.json, frontier.png and one bench folder per run (default frontier-out)")
+    frontier.add_argument(
+        "--settings",
+        type=_comma_list(str),
+        required=True,
+        help="comma-separated KIND[=VALUE][+anticipate], e.g. exact,exact+anticipate,margin=0.25,minp=0.5,topk=3",
+    )
+    frontier.add_argument(
+        "--rates",
+        type=_comma_list(float),
+        default=[600.0],
+        help="speaking rates in characters per minute, one run each (default 600)",
+    )
+    frontier.add_argument(
+        "--history",
+        type=_comma_list(int),
+        default=None,
+        help="history budgets in tokens, one run each (with --conversation; default 1024)",
+    )
+    frontier.add_argument(
+        "--out",
+        type=Path,
+        default=Path("frontier-out"),
+        help="frontier.md, frontier.json, frontier.png and one bench folder per run (default frontier-out)",
+    )
 
-    up = sub.add_parser("bringup", help="start asr_node, predgen_node and tts_node as processes (pip-only stand-in for ros2 launch)")
+    up = sub.add_parser(
+        "bringup", help="start asr_node, predgen_node and tts_node as processes (pip-only stand-in for ros2 launch)"
+    )
     up.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file (default: config/predgen.yaml)")
     up.add_argument("--policy", choices=POLICIES, default=None, help="predgen_node policy")
     up.add_argument("--asr-backend", default=None, help="pocketsphinx, vosk or text")
     up.add_argument("--asr-input", default=None, help="'microphone' or a WAV file (pocketsphinx / vosk)")
     up.add_argument("--sink", default=None, help="speaker, wav, topic or none")
     up.add_argument("--wav-dir", default=None, help="folder for the wav sink")
-    up.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", type=_assignment,
-                    help="any parameter, e.g. --set verifier.kind=exact (repeatable; routed to the node that declares it)")
+    up.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        type=_assignment,
+        help="any parameter, e.g. --set verifier.kind=exact (repeatable; routed to the node that declares it)",
+    )
     _add_model_options(up)
 
     demo = sub.add_parser("demo", help="speak MT-Bench questions into the ROS 2 graph, once per policy; replies as WAV files")
     demo.add_argument("--limit", type=int, default=3, help="questions (default 3)")
-    demo.add_argument("--policies", type=_policy_list, default=["baseline", "predgen"], help="comma-separated (default baseline,predgen)")
+    demo.add_argument(
+        "--policies", type=_policy_list, default=["baseline", "predgen"], help="comma-separated (default baseline,predgen)"
+    )
     demo.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file (default: config/predgen.yaml)")
-    demo.add_argument("--out", type=Path, default=Path("demo-out"), help="replies (WAV), node logs and reports.json go here (default demo-out)")
+    demo.add_argument(
+        "--out", type=Path, default=Path("demo-out"), help="replies (WAV), node logs and reports.json go here (default demo-out)"
+    )
 
-    make_bag = sub.add_parser("make-bag", help="questions spoken by Piper, heard by a streaming ASR, saved as an MCAP rosbag2 bag")
-    make_bag.add_argument("--questions", type=Path, default=None, help="MT-Bench .jsonl or a text file of utterances (default: MT-Bench turn 1)")
+    make_bag = sub.add_parser(
+        "make-bag", help="questions spoken by Piper, heard by a streaming ASR, saved as an MCAP rosbag2 bag"
+    )
+    make_bag.add_argument(
+        "--questions", type=Path, default=None, help="MT-Bench .jsonl or a text file of utterances (default: MT-Bench turn 1)"
+    )
     make_bag.add_argument("--limit", type=int, default=None, help="only the first N questions")
-    make_bag.add_argument("--out", type=Path, default=None, help="bag folder to create (default: ~/.cache/predgen_ros/bags/mtbench-<N>)")
+    make_bag.add_argument(
+        "--out", type=Path, default=None, help="bag folder to create (default: ~/.cache/predgen_ros/bags/mtbench-<N>)"
+    )
     make_bag.add_argument("--vosk-model", default=None, help="use vosk with this model folder instead of pocketsphinx")
-    make_bag.add_argument("--endpoint-silence", type=float, default=0.5, help="trailing silence that ends an utterance, s (default 0.5)")
+    make_bag.add_argument(
+        "--endpoint-silence", type=float, default=0.5, help="trailing silence that ends an utterance, s (default 0.5)"
+    )
     make_bag.add_argument("--gap", type=float, default=3.0, help="silence before each question, s (default 3)")
-    make_bag.add_argument("--final-from-partial", action="store_true",
-                          help="the final is the last partial, sent at the endpoint (skips the recognizer's slower closing re-decode)")
-    make_bag.add_argument("--hesitations", type=float, default=0.0, metavar="P",
-                          help="a pause of 0.3-1.0 s at a word boundary inside P %% of the questions (default 0)")
+    make_bag.add_argument(
+        "--final-from-partial",
+        action="store_true",
+        help="the final is the last partial, sent at the endpoint (skips the recognizer's slower closing re-decode)",
+    )
+    make_bag.add_argument(
+        "--hesitations",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="a pause of 0.3-1.0 s at a word boundary inside P %% of the questions (default 0)",
+    )
     make_bag.add_argument("--seed", type=int, default=0, help="which questions hesitate, where and how long (default 0)")
 
     info = sub.add_parser("bag-info", help="summary of a bag, like `ros2 bag info`")
@@ -135,41 +231,84 @@ def build_parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser("eval", help="replay a bag into the graph once per policy; report, summary.json, plots, recorded bags")
     ev.add_argument("--bag", type=Path, required=True, help="bag made by make-bag")
-    ev.add_argument("--policies", type=_policy_list, default=list(POLICIES), help="comma-separated (default baseline,preemptive,predgen)")
+    ev.add_argument(
+        "--policies", type=_policy_list, default=list(POLICIES), help="comma-separated (default baseline,preemptive,predgen)"
+    )
     ev.add_argument("--out", type=Path, default=Path("eval-out"), help="output folder (default eval-out)")
     ev.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file (default: config/predgen.yaml)")
-    ev.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", type=_assignment, help="any node parameter (repeatable)")
+    ev.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", type=_assignment, help="any node parameter (repeatable)"
+    )
     ev.add_argument("--max-new-tokens", type=int, default=0, help="reply length; 0 (default) stops after the first sentence")
     ev.add_argument("--limit", type=int, default=None, help="only the first N questions of the bag")
-    ev.add_argument("--keep-history", action="store_true", help="keep the conversation history across questions (default: reset before each)")
-    ev.add_argument("--endpoint-policies", type=_comma_list(str), default=[],
-                    help="replay the bag's audio through a live asr_node, one run per endpoint policy: from fixed_<seconds>, "
-                         "smart_turn, llm, fused (the baseline runs once, with --baseline-endpoint)")
-    ev.add_argument("--baseline-endpoint", default="fixed_0.35", help="with --endpoint-policies: the baseline's endpoint policy (default fixed_0.35)")
-    ev.add_argument("--resume", action="store_true", help="keep the runs already recorded in --out/runs/ (split a long evaluation)")
-    ev.add_argument("--reply-timeout", type=float, default=120.0,
-                    help="seconds to wait for a question's reply before replaying the next one (default 120)")
+    ev.add_argument(
+        "--keep-history", action="store_true", help="keep the conversation history across questions (default: reset before each)"
+    )
+    ev.add_argument(
+        "--endpoint-policies",
+        type=_comma_list(str),
+        default=[],
+        help="replay the bag's audio through a live asr_node, one run per endpoint policy: from fixed_<seconds>, "
+        "smart_turn, llm, fused (the baseline runs once, with --baseline-endpoint)",
+    )
+    ev.add_argument(
+        "--baseline-endpoint",
+        default="fixed_0.35",
+        help="with --endpoint-policies: the baseline's endpoint policy (default fixed_0.35)",
+    )
+    ev.add_argument(
+        "--resume", action="store_true", help="keep the runs already recorded in --out/runs/ (split a long evaluation)"
+    )
+    ev.add_argument(
+        "--reply-timeout",
+        type=float,
+        default=120.0,
+        help="seconds to wait for a question's reply before replaying the next one (default 120)",
+    )
 
-    ends = sub.add_parser("endpoints", help="score endpoint policies offline on a bag's audio (ASR only, no graph): delay, false endpoints")
+    ends = sub.add_parser(
+        "endpoints", help="score endpoint policies offline on a bag's audio (ASR only, no graph): delay, false endpoints"
+    )
     ends.add_argument("--bag", type=Path, required=True, help="bag made by make-bag (with --hesitations to see false endpoints)")
-    ends.add_argument("--policies", type=_comma_list(str), default=list(DEFAULT_ENDPOINT_POLICIES),
-                      help="comma-separated fixed_<seconds>, smart_turn, llm, fused (default fixed_0.35,fixed_0.8,smart_turn,llm,fused)")
+    ends.add_argument(
+        "--policies",
+        type=_comma_list(str),
+        default=list(DEFAULT_ENDPOINT_POLICIES),
+        help="comma-separated fixed_<seconds>, smart_turn, llm, fused (default fixed_0.35,fixed_0.8,smart_turn,llm,fused)",
+    )
     ends.add_argument("--vad", choices=VADS, default="silero", help="voice activity detector (default silero)")
     ends.add_argument("--pause", type=float, default=0.15, help="the short pause that asks the estimates, s (default 0.15)")
-    ends.add_argument("--silence", type=float, default=0.35, help="fused: the pause when one estimate says complete, s (default 0.35)")
+    ends.add_argument(
+        "--silence", type=float, default=0.35, help="fused: the pause when one estimate says complete, s (default 0.35)"
+    )
     ends.add_argument("--max-silence", type=float, default=1.0, help="the longest wait, s (default 1.0)")
-    ends.add_argument("--audio-threshold", type=float, default=0.5, help="Smart Turn probability that means complete (default 0.5)")
-    ends.add_argument("--text-threshold", type=float, default=0.001, help="LLM end-of-message probability that means complete (default 0.001)")
+    ends.add_argument(
+        "--audio-threshold", type=float, default=0.5, help="Smart Turn probability that means complete (default 0.5)"
+    )
+    ends.add_argument(
+        "--text-threshold", type=float, default=0.001, help="LLM end-of-message probability that means complete (default 0.001)"
+    )
     ends.add_argument("--limit", type=int, default=None, help="only the first N questions of the bag")
-    ends.add_argument("--sweep", action="store_true",
-                      help="instead of the policies: record every pause once, then score a grid of rules of all four policies")
-    ends.add_argument("--target-delay", type=float, default=0.25,
-                      help="--sweep: the best rule per policy has a median endpoint delay of at most this, s (default 0.25)")
-    ends.add_argument("--out", type=Path, default=Path("endpoints-out"), help="summary.json and endpoints.md go here (default endpoints-out)")
+    ends.add_argument(
+        "--sweep",
+        action="store_true",
+        help="instead of the policies: record every pause once, then score a grid of rules of all four policies",
+    )
+    ends.add_argument(
+        "--target-delay",
+        type=float,
+        default=0.25,
+        help="--sweep: the best rule per policy has a median endpoint delay of at most this, s (default 0.25)",
+    )
+    ends.add_argument(
+        "--out", type=Path, default=Path("endpoints-out"), help="summary.json and endpoints.md go here (default endpoints-out)"
+    )
 
     stress = sub.add_parser("stress", help="soak the ROS 2 graph with many turns, then inject faults; prints one summary line")
     stress.add_argument("--turns", type=int, default=300, help="utterances of the soak (default 300)")
-    stress.add_argument("--out", type=Path, default=Path("stress-out"), help="node logs and the utterances go here (default stress-out)")
+    stress.add_argument(
+        "--out", type=Path, default=Path("stress-out"), help="node logs and the utterances go here (default stress-out)"
+    )
     stress.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file (default: config/predgen.yaml)")
     return parser
 
@@ -189,11 +328,21 @@ def _bench_params(args: argparse.Namespace) -> dict:
 
     params = read_params_file(args.params) if args.params else {}
     given = {
-        "verifier.kind": args.verifier, "verifier.k": args.k, "verifier.max_gap": args.max_gap, "verifier.margin": args.margin, "verifier.min_p": args.min_p,
-        "verifier.exact_head": args.exact_head, "verifier.copy_guard": args.copy_guard,
-        "decoder.kind": args.decoder, "generation.history_tokens": getattr(args, "history_tokens", None),
+        "verifier.kind": args.verifier,
+        "verifier.k": args.k,
+        "verifier.max_gap": args.max_gap,
+        "verifier.margin": args.margin,
+        "verifier.min_p": args.min_p,
+        "verifier.exact_head": args.exact_head,
+        "verifier.copy_guard": args.copy_guard,
+        "decoder.kind": args.decoder,
+        "generation.history_tokens": getattr(args, "history_tokens", None),
         "generation.anticipate": getattr(args, "anticipate", None),
-        "decoder.jacobi_block": args.jacobi_block, "endpoint_delay": args.endpoint_delay, "model.path": args.model, "model.device": args.device, "model.dtype": args.dtype,
+        "decoder.jacobi_block": args.jacobi_block,
+        "endpoint_delay": args.endpoint_delay,
+        "model.path": args.model,
+        "model.device": args.device,
+        "model.dtype": args.dtype,
     }
     params.update({name: value for name, value in given.items() if value is not None})
     params["generation.max_new_tokens"] = args.max_new_tokens  # the benchmark measures the first sentence
@@ -274,11 +423,27 @@ def _run_variants(job: BenchJob, variants: dict, chars_per_minute: float, conver
 def _bench_meta(job: BenchJob, args: argparse.Namespace, **extra) -> dict:
     config = job.config
     return {
-        "questions": len(job.questions), "verifier": config.verifier, "k": config.top_k, "max_gap": config.max_gap, "margin": config.margin,
-        "min_p": config.min_p, "exact_head": config.exact_head, "copy_guard": config.copy_guard, "anticipate": config.anticipate,
-        "anticipate_tokens": config.anticipate_tokens, "decoder": config.decoder, "jacobi_block": config.jacobi_block,
-        "endpoint_delay_s": job.endpoint_delay, "conversation": args.conversation, "history_tokens": config.history_tokens, "turn": args.turn, "max_chars": args.max_chars,
-        "model": job.model_params.path or "smollm2-135m-instruct", "device": str(job.lm.device), "dtype": str(job.lm.model.dtype), **extra,
+        "questions": len(job.questions),
+        "verifier": config.verifier,
+        "k": config.top_k,
+        "max_gap": config.max_gap,
+        "margin": config.margin,
+        "min_p": config.min_p,
+        "exact_head": config.exact_head,
+        "copy_guard": config.copy_guard,
+        "anticipate": config.anticipate,
+        "anticipate_tokens": config.anticipate_tokens,
+        "decoder": config.decoder,
+        "jacobi_block": config.jacobi_block,
+        "endpoint_delay_s": job.endpoint_delay,
+        "conversation": args.conversation,
+        "history_tokens": config.history_tokens,
+        "turn": args.turn,
+        "max_chars": args.max_chars,
+        "model": job.model_params.path or "smollm2-135m-instruct",
+        "device": str(job.lm.device),
+        "dtype": str(job.lm.model.dtype),
+        **extra,
     }
 
 
@@ -288,13 +453,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
     job = _bench_job(args)
     policies = args.policies if "baseline" in args.policies else ["baseline"] + args.policies
     job.load()
-    records, summary, by_duration, ties = _run_variants(job, bench.policy_variants(job.config, policies), args.chars_per_minute, args.conversation)
+    records, summary, by_duration, ties = _run_variants(
+        job, bench.policy_variants(job.config, policies), args.chars_per_minute, args.conversation
+    )
     config = job.config
     conversation = f" in one conversation (history {config.history_tokens} tokens)" if args.conversation else ""
-    turn = f" (MT-Bench turns {','.join(map(str, args.turn))}; turn 2 after turn 1 and the model's reply)" if 2 in args.turn else ""
+    turn = (
+        f" (MT-Bench turns {','.join(map(str, args.turn))}; turn 2 after turn 1 and the model's reply)" if 2 in args.turn else ""
+    )
     anticipate = ", anticipation" if config.anticipate else ""
-    print(f"\n{len(job.questions)} questions{turn}{conversation}, verifier={describe_verifier(config)}{anticipate}, "
-          f"decoder={config.decoder}, endpoint delay={job.endpoint_delay}s, device={job.lm.device}")
+    print(
+        f"\n{len(job.questions)} questions{turn}{conversation}, verifier={describe_verifier(config)}{anticipate}, "
+        f"decoder={config.decoder}, endpoint delay={job.endpoint_delay}s, device={job.lm.device}"
+    )
     print(bench.format_table(summary))
     print(bench.format_duration_table(by_duration))
     for policy, rows in ties.items() if config.verifier == "exact" else ():  # top-K differs by design
@@ -308,7 +479,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def _print_mismatches(label: str, rows: list[dict]) -> None:
     for row in rows:
-        gap = f"logit gap {row['logit_gap']:.4f} ({row['tokens'][0]!r} vs baseline {row['tokens'][1]!r})" if "logit_gap" in row else "length differs"
+        gap = (
+            f"logit gap {row['logit_gap']:.4f} ({row['tokens'][0]!r} vs baseline {row['tokens'][1]!r})"
+            if "logit_gap" in row
+            else "length differs"
+        )
         print(f"  {label} q{row['qid']}: first sentence differs at token {row['position']}: {gap}")
 
 
@@ -332,7 +507,15 @@ def cmd_frontier(args: argparse.Namespace) -> int:
             records, summary, by_duration, ties = _run_variants(job, runs_variants, rate, args.conversation, desc=label)
             meta = _bench_meta(job, args, chars_per_minute=rate, settings=args.settings, **budget)
             bench.write_outputs(args.out / label, records, summary, meta, ties, extra={"_by_duration": by_duration})
-            runs.append({"run": label, "chars_per_minute": rate, "history_tokens": history, "summary": summary, "by_duration": by_duration})
+            runs.append(
+                {
+                    "run": label,
+                    "chars_per_minute": rate,
+                    "history_tokens": history,
+                    "summary": summary,
+                    "by_duration": by_duration,
+                }
+            )
             print(f"\n{label}:\n{bench.format_table(summary)}\n{bench.format_duration_table(by_duration)}")
             for name, config in variants.items():
                 if name != "baseline" and config.verifier == "exact":  # lossless: any difference is a bug or a near tie
@@ -345,8 +528,12 @@ def cmd_frontier(args: argparse.Namespace) -> int:
 
 
 def describe_verifier(config) -> str:
-    rule = {"exact": "exact", "topk": f"topk K={config.top_k} max-gap={config.max_gap:g}",
-            "margin": f"margin {config.margin:g} nats", "minp": f"minp p={config.min_p:g}"}[config.verifier]
+    rule = {
+        "exact": "exact",
+        "topk": f"topk K={config.top_k} max-gap={config.max_gap:g}",
+        "margin": f"margin {config.margin:g} nats",
+        "minp": f"minp p={config.min_p:g}",
+    }[config.verifier]
     return rule if config.verifier == "exact" else f"{rule} exact-head={config.exact_head} copy-guard={config.copy_guard}"
 
 
@@ -357,8 +544,14 @@ def cmd_bringup(args: argparse.Namespace) -> int:
     if not params_file.is_file():
         raise ConfigError(f"parameter file not found: {params_file} (give --params)")
     given = {
-        "policy": args.policy, "model.path": args.model, "model.device": args.device, "model.dtype": args.dtype,
-        "asr.backend": args.asr_backend, "asr.input": args.asr_input, "tts.sink": args.sink, "tts.wav_dir": args.wav_dir,
+        "policy": args.policy,
+        "model.path": args.model,
+        "model.device": args.device,
+        "model.dtype": args.dtype,
+        "asr.backend": args.asr_backend,
+        "asr.input": args.asr_input,
+        "tts.sink": args.sink,
+        "tts.wav_dir": args.wav_dir,
     }
     overrides = {name: value for name, value in given.items() if value is not None}
     overrides.update(dict(args.set))
@@ -380,7 +573,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     answers = {policy: reports_by_question(questions, rows) for policy, rows in reports.items()}
     print(f"\naudio latency from the end of speech, {args.limit} MT-Bench questions at 600 chars/min through the ROS 2 graph:")
     print(latency_table(questions, answers))
-    print(f"replies: {args.out}/<policy>/reply_NNN.wav; reports: {args.out}/reports.json; node logs: {args.out}/graph-<policy>.log")
+    print(
+        f"replies: {args.out}/<policy>/reply_NNN.wav; reports: {args.out}/reports.json; node logs: {args.out}/graph-<policy>.log"
+    )
     unanswered = [(policy, i + 1) for policy, rows in answers.items() for i, report in enumerate(rows) if report is None]
     for policy, turn in unanswered:
         print(f"demo: question {turn} got no reply from {policy} (see {args.out}/graph-{policy}.log)", file=sys.stderr)
@@ -395,7 +590,9 @@ def cmd_stress(args: argparse.Namespace) -> int:
 
     settings = StressSettings(args.params or default_params_file(), args.out, turns=args.turns)
     if args.turns <= settings.rss_from_turn:
-        raise ConfigError(f"--turns must be more than {settings.rss_from_turn} (memory growth is measured from that turn), got {args.turns}")
+        raise ConfigError(
+            f"--turns must be more than {settings.rss_from_turn} (memory growth is measured from that turn), got {args.turns}"
+        )
     if not settings.params_file.is_file():
         raise ConfigError(f"parameter file not found: {settings.params_file} (give --params)")
     with tqdm(total=args.turns, desc="stress", unit="turn") as bar:
@@ -424,16 +621,25 @@ def cmd_make_bag(args: argparse.Namespace) -> int:
         raise ConfigError(f"--hesitations is a percentage of the questions, 0 to 100; got {args.hesitations}")
     questions = load_questions(args.questions, args.limit)
     out = args.out or _default_bag_folder(args.limit)
-    settings = BagSettings("vosk" if args.vosk_model else "pocketsphinx", args.vosk_model or "", args.endpoint_silence, args.gap,
-                           redecode_final=not args.final_from_partial, hesitations=args.hesitations, seed=args.seed)
+    settings = BagSettings(
+        "vosk" if args.vosk_model else "pocketsphinx",
+        args.vosk_model or "",
+        args.endpoint_silence,
+        args.gap,
+        redecode_final=not args.final_from_partial,
+        hesitations=args.hesitations,
+        seed=args.seed,
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     try:
         with tqdm(total=len(questions), desc="make-bag", unit="utterance") as bar:
             counts = make_bag(out, questions, settings, progress=bar.update)
     except AsrError as err:
         raise ConfigError(str(err)) from None
-    print(f"wrote {out}: {counts['questions']} questions, {counts['audio_s']:.1f} s of audio, "
-          f"{counts['partials']} partials, {counts['finals']} finals ({settings.backend})")
+    print(
+        f"wrote {out}: {counts['questions']} questions, {counts['audio_s']:.1f} s of audio, "
+        f"{counts['partials']} partials, {counts['finals']} finals ({settings.backend})"
+    )
     return 0
 
 
@@ -464,8 +670,13 @@ def cmd_endpoints(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise ConfigError(f"--limit must be >= 1, got {args.limit}")
     try:
-        base = EndpointConfig(silence_s=args.silence, pause_s=args.pause, max_silence_s=args.max_silence,
-                              audio_threshold=args.audio_threshold, text_threshold=args.text_threshold)
+        base = EndpointConfig(
+            silence_s=args.silence,
+            pause_s=args.pause,
+            max_silence_s=args.max_silence,
+            audio_threshold=args.audio_threshold,
+            text_threshold=args.text_threshold,
+        )
         configs = {name: ep.endpoint_config(name, base) for name in args.policies}
     except (EndpointError, ep.BagError) as err:
         raise ConfigError(str(err)) from None
@@ -479,7 +690,13 @@ def cmd_endpoints(args: argparse.Namespace) -> int:
     if args.sweep:
         return _endpoint_sweep(args, audio, markers, t0_ns, text_estimate, smart_turn)
     runs = {}
-    summary = {"bag": str(args.bag), "questions": len(markers), "vad": args.vad, "settings": asdict(base), "endpoint_policies": {}}
+    summary = {
+        "bag": str(args.bag),
+        "questions": len(markers),
+        "vad": args.vad,
+        "settings": asdict(base),
+        "endpoint_policies": {},
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     try:
         with tqdm(total=len(audio) * len(configs), desc="endpoints", unit="chunk") as bar:
@@ -504,15 +721,28 @@ def _endpoint_sweep(args: argparse.Namespace, audio, markers, t0_ns: int, text_e
     from .eval import endpoints as ep
 
     with tqdm(total=len(audio), desc="pauses", unit="chunk") as bar:
-        pauses, heard = sw.observe_pauses(audio, args.vad, text_estimate, smart_turn, pause_s=0.1, observe_s=1.3, progress=bar.update)
+        pauses, heard = sw.observe_pauses(
+            audio, args.vad, text_estimate, smart_turn, pause_s=0.1, observe_s=1.3, progress=bar.update
+        )
     scored = [sw.score_rule(rule, pauses, markers, t0_ns) for rule in sw.sweep_rules()]
     reference = next(row for row in scored if row["rule"] == "fixed 0.8")
     best = sw.best_rules(scored, args.target_delay, reference["false_endpoint_rate"])
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "sweep.json").write_text(json.dumps({"bag": str(args.bag), "questions": len(markers), "vad": args.vad,
-                                                      "pauses": len(pauses), "target_delay_s": args.target_delay,
-                                                      "text_signal": ep.text_signal_auc(heard, markers, t0_ns, text_estimate),
-                                                      "best": best, "pareto": sw.pareto(scored)}, indent=2))
+    (args.out / "sweep.json").write_text(
+        json.dumps(
+            {
+                "bag": str(args.bag),
+                "questions": len(markers),
+                "vad": args.vad,
+                "pauses": len(pauses),
+                "target_delay_s": args.target_delay,
+                "text_signal": ep.text_signal_auc(heard, markers, t0_ns, text_estimate),
+                "best": best,
+                "pareto": sw.pareto(scored),
+            },
+            indent=2,
+        )
+    )
     table = sw.format_sweep(scored, best)
     (args.out / "sweep.md").write_text(table + "\n")
     print(table)
@@ -523,9 +753,9 @@ def _endpoint_sweep(args: argparse.Namespace, audio, markers, t0_ns: int, text_e
 def cmd_eval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from .eval.bench import format_duration_table, format_table
     from .audio.endpoint import EndpointError
     from .eval.bags import BagError
+    from .eval.bench import format_duration_table, format_table
     from .eval.live_asr import endpoint_overrides, format_endpoint_table
     from .eval.replay import EvalSettings, graph_runs, load_replay, run_eval
     from .nodes.bringup import default_params_file
@@ -544,8 +774,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
             endpoint_overrides(name)
     except (EndpointError, BagError) as err:
         raise ConfigError(f"--endpoint-policies: {err}") from None
-    settings = EvalSettings(args.bag, args.out, params_file, tuple(args.policies), overrides, args.limit, args.keep_history,
-                            args.reply_timeout, tuple(args.endpoint_policies), args.baseline_endpoint, args.resume)
+    settings = EvalSettings(
+        args.bag,
+        args.out,
+        params_file,
+        tuple(args.policies),
+        overrides,
+        args.limit,
+        args.keep_history,
+        args.reply_timeout,
+        tuple(args.endpoint_policies),
+        args.baseline_endpoint,
+        args.resume,
+    )
     names = [run.name for run in graph_runs(settings)]
     with tqdm(total=len(markers) * len(names), desc="eval", unit="question") as bar:
         records, summary = run_eval(settings, progress=lambda name: (bar.set_postfix_str(name), bar.update()))
@@ -561,7 +802,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 1 if unanswered else 0
 
 
-COMMANDS = {"bench": cmd_bench, "frontier": cmd_frontier, "bringup": cmd_bringup, "demo": cmd_demo, "make-bag": cmd_make_bag, "endpoints": cmd_endpoints, "bag-info": cmd_bag_info, "eval": cmd_eval, "stress": cmd_stress}
+COMMANDS = {
+    "bench": cmd_bench,
+    "frontier": cmd_frontier,
+    "bringup": cmd_bringup,
+    "demo": cmd_demo,
+    "make-bag": cmd_make_bag,
+    "endpoints": cmd_endpoints,
+    "bag-info": cmd_bag_info,
+    "eval": cmd_eval,
+    "stress": cmd_stress,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -569,8 +820,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     from .audio.tts import VoiceError
     from .eval.bags import BagError
-    from .nodes.bringup import GraphError
     from .eval.questions import QuestionError
+    from .nodes.bringup import GraphError
 
     try:
         return COMMANDS[args.command](args)

@@ -1,4 +1,5 @@
 """Transcript text as words: how the engine and the ASR compare what was said."""
+
 from __future__ import annotations
 
 import re

@@ -1,5 +1,6 @@
 """Shared fixtures: the real tokenizer with a tiny random model (fast, exact
 arithmetic in float64), and the real SmolLM2 for end-to-end tests."""
+
 from __future__ import annotations
 
 import os
@@ -30,9 +31,15 @@ def tiny_lm(tokenizer):
 
     torch.manual_seed(0)
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=48, intermediate_size=96, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=48,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
     )
     model = LlamaForCausalLM(config).to(torch.float64).eval()
     # Random weights give near-uniform logits; scale the output layer so the
@@ -40,6 +47,13 @@ def tiny_lm(tokenizer):
     with torch.no_grad():
         model.lm_head.weight.mul_(40.0)
     return LanguageModel(model, tokenizer)
+
+
+def pytest_collection_modifyitems(items):
+    """A test that loads the real SmolLM2 belongs to the end-to-end tier (make test-fast skips it)."""
+    for item in items:
+        if "smollm" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.e2e)
 
 
 @pytest.fixture(scope="session")

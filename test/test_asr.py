@@ -1,4 +1,5 @@
 """Streaming ASR backends on real speech: pocketsphinx (English), vosk (Korean)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,6 +8,8 @@ import pytest
 
 from predgen_ros.audio.asr import AsrError, StreamingAsr, chunks, make_recognizer, read_wav, to_pcm16k
 from predgen_ros.audio.tts import PiperSynthesizer
+
+pytestmark = pytest.mark.e2e
 
 DATA = Path(__file__).parent / "data"
 SILENCE_1S = b"\0" * 32000
@@ -29,7 +32,9 @@ def spoken(synth, text):
 
 def test_pocketsphinx_partials_grow_and_the_final_ends_at_the_speech(synth):
     pcm, seconds = spoken(synth, "What is the capital of France?")
-    events = run_stream(StreamingAsr(make_recognizer("pocketsphinx"), endpoint_silence=0.5), SILENCE_1S[:16000] + pcm + SILENCE_1S)
+    events = run_stream(
+        StreamingAsr(make_recognizer("pocketsphinx"), endpoint_silence=0.5), SILENCE_1S[:16000] + pcm + SILENCE_1S
+    )
     partials = [e for e in events if e.kind == "partial"]
     finals = [e for e in events if e.kind == "final"]
     assert len(finals) == 1 and "capital" in finals[0].text
@@ -43,7 +48,9 @@ def test_pocketsphinx_partials_grow_and_the_final_ends_at_the_speech(synth):
 def test_silence_separates_utterances_and_noise_alone_is_no_utterance(synth):
     first, _ = spoken(synth, "Good morning.")
     second, _ = spoken(synth, "Tell me a joke about robots.")
-    events = run_stream(StreamingAsr(make_recognizer("pocketsphinx"), endpoint_silence=0.5), first + SILENCE_1S + second + SILENCE_1S)
+    events = run_stream(
+        StreamingAsr(make_recognizer("pocketsphinx"), endpoint_silence=0.5), first + SILENCE_1S + second + SILENCE_1S
+    )
     assert [e.kind for e in events].count("final") == 2
     assert run_stream(StreamingAsr(make_recognizer("pocketsphinx")), SILENCE_1S * 2) == []
 

@@ -3,16 +3,16 @@
 One test per kind of bad input; each asserts what the user gets, not only
 that nothing raised.  The ROS-level counterparts are in test_graph.py.
 """
+
 from __future__ import annotations
 
 import logging
 
 import pytest
+from test_session import greedy_reply
 
 from predgen_ros.engine.lm import LanguageModel
 from predgen_ros.engine.sentences import SentenceRules
-
-from test_session import greedy_reply
 
 RULES = SentenceRules(min_chars=10, fallback_chars=60, max_tokens=8)
 EXACT = dict(policy="predgen", verifier="exact", max_new_tokens=6, sentence=RULES)
@@ -57,12 +57,15 @@ def test_empty_and_whitespace_partials_are_ignored(tiny_lm, make_session):
     assert session.history[-1][0] == "tell me about paris"
 
 
-@pytest.mark.parametrize("text", [
-    "what does 🤖🚀 mean?",
-    "ما هي عاصمة فرنسا؟ and paris",
-    "tell\x00 me\x07 about\x1b[31m paris\u202e",
-    "x" * 10_000,
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "what does 🤖🚀 mean?",
+        "ما هي عاصمة فرنسا؟ and paris",
+        "tell\x00 me\x07 about\x1b[31m paris\u202e",
+        "x" * 10_000,
+    ],
+)
 def test_odd_unicode_is_answered_like_any_text(tiny_lm, make_session, text):
     session = make_session(tiny_lm, **EXACT)
     out = speak(session, [text[: len(text) // 2], text], text)
@@ -110,7 +113,7 @@ def say_utterance(session, text: str, t: float, utterance: str | None = None) ->
 
 @pytest.mark.parametrize("policy", ["baseline", "preemptive", "predgen"])
 def test_the_same_words_said_twice_get_two_replies(tiny_lm, make_session, policy):
-    """"Shall I bring it?" - "yes". "Shall I bring it?" - "yes": two utterances, two turns."""
+    """ "Shall I bring it?" - "yes". "Shall I bring it?" - "yes": two utterances, two turns."""
     session = make_session(tiny_lm, **{**EXACT, "policy": policy})
     first = say_utterance(session, "yes", 0.0)
     second = say_utterance(session, "yes", 5.0)
@@ -124,7 +127,7 @@ def test_a_repeated_final_without_partials_is_a_new_utterance_after_the_window(t
     assert session.final("yes", 0.0)
     finish(session, 0.0)
     assert not session.final("yes", 0.5)  # a re-delivery: soon, nothing heard in between
-    assert session.final("yes", 3.0)      # the user said it again
+    assert session.final("yes", 3.0)  # the user said it again
     assert len(replies(finish(session, 3.0))) == 1
     assert [user for user, _ in session.history] == ["yes", "yes"]
 
@@ -133,7 +136,7 @@ def test_utterance_numbers_decide_what_is_a_repeated_final(tiny_lm, make_session
     session = make_session(tiny_lm, **EXACT)
     say_utterance(session, "yes", 0.0, utterance="7")
     assert not session.final("yes", 30.0, utterance="7")  # the same utterance, however late
-    assert session.final("yes", 30.1, utterance="8")      # a new one, however soon
+    assert session.final("yes", 30.1, utterance="8")  # a new one, however soon
     assert len(replies(finish(session, 30.1))) == 1
     assert [user for user, _ in session.history] == ["yes", "yes"]
 
@@ -179,7 +182,7 @@ def test_old_history_turns_are_dropped_first_when_the_context_is_full(small_cont
         ids, dropped = small_context_lm.fit_prompt("what is paris", history)
     assert len(ids) <= 200 and 0 < dropped < len(history)
     assert ids == small_context_lm.fit_prompt("what is paris", history[dropped:])[0]  # newest turns kept, in order
-    assert len(small_context_lm._template_ids("what is paris", history[dropped - 1:])) > 200  # no more dropped than needed
+    assert len(small_context_lm._template_ids("what is paris", history[dropped - 1 :])) > 200  # no more dropped than needed
     assert "dropped the" in caplog.text and "oldest history turn" in caplog.text
 
 

@@ -1,4 +1,5 @@
 """Bags: make-bag output reads back identically; damaged bags give one clear line."""
+
 from __future__ import annotations
 
 import shutil
@@ -12,6 +13,8 @@ import pytest
 from predgen_ros.audio.text_asr import Question
 from predgen_ros.eval.bags import BagError, read_bag, write_bag
 from predgen_ros.eval.make_bag import BagSettings, bag_messages
+
+pytestmark = pytest.mark.e2e
 
 SAMPLE = Path(str(files("predgen_ros") / "data" / "bags" / "sample"))
 

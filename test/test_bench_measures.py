@@ -1,28 +1,57 @@
 """The benchmark's measures and material: duration buckets, quality against baseline,
 MT-Bench turn 2 with its own turn 1 in the history."""
+
 import json
 
 import pytest
 
 from predgen_ros.engine.sentences import SentenceRules
 from predgen_ros.engine.session import ConfigError, EngineConfig
-from predgen_ros.eval.bench import (TurnRecord, context_history, format_duration_table, mark_matches, summarize,
-                                    summarize_by_duration)
+from predgen_ros.eval.bench import (
+    TurnRecord,
+    context_history,
+    format_duration_table,
+    mark_matches,
+    summarize,
+    summarize_by_duration,
+)
 from predgen_ros.eval.frontier import frontier_variants, parse_setting
 from predgen_ros.eval.questions import QuestionError, load_questions
 
 
 def record(qid, policy, speech_s, latency, sentence="Paris is the capital.", logprob=-0.5, not_top=0.0, ids=(1, 2, 3, 4)):
-    return TurnRecord(qid=qid, policy=policy, speech_s=speech_s, audio_latency_s=latency, ttfs_s=latency, nfe_tfs=1,
-                      input_nfe=0, input_llm_s=0.0, rounds=1, final_accepted=None, final_candidate=None, decode_tokens=0,
-                      decode_s=0.0, jacobi_passes=0, jacobi_tokens=0, first_sentence=sentence,
-                      first_sentence_logprob=logprob, not_top_share=not_top, first_sentence_ids=list(ids))
+    return TurnRecord(
+        qid=qid,
+        policy=policy,
+        speech_s=speech_s,
+        audio_latency_s=latency,
+        ttfs_s=latency,
+        nfe_tfs=1,
+        input_nfe=0,
+        input_llm_s=0.0,
+        rounds=1,
+        final_accepted=None,
+        final_candidate=None,
+        decode_tokens=0,
+        decode_s=0.0,
+        jacobi_passes=0,
+        jacobi_tokens=0,
+        first_sentence=sentence,
+        first_sentence_logprob=logprob,
+        not_top_share=not_top,
+        first_sentence_ids=list(ids),
+    )
 
 
 def test_each_turn_falls_in_the_bucket_of_its_speech_duration():
-    records = [record("1", "baseline", 5.0, 2.0), record("1", "predgen", 5.0, 1.0),
-               record("2", "baseline", 7.9, 3.0), record("2", "predgen", 7.9, 0.5),
-               record("3", "baseline", 25.0, 1.0), record("3", "predgen", 25.0, 0.1)]
+    records = [
+        record("1", "baseline", 5.0, 2.0),
+        record("1", "predgen", 5.0, 1.0),
+        record("2", "baseline", 7.9, 3.0),
+        record("2", "predgen", 7.9, 0.5),
+        record("3", "baseline", 25.0, 1.0),
+        record("3", "predgen", 25.0, 0.1),
+    ]
     buckets = summarize_by_duration(records, ["baseline", "predgen"])
     assert list(buckets) == ["< 8 s", "> 20 s"]  # empty buckets are left out
     assert buckets["< 8 s"]["predgen"]["turns"] == 2
@@ -32,10 +61,12 @@ def test_each_turn_falls_in_the_bucket_of_its_speech_duration():
 
 
 def test_quality_against_baseline_is_paired_by_question():
-    records = [record("1", "baseline", 5.0, 1.0, "Paris is the capital of France.", logprob=-0.4),
-               record("1", "predgen", 5.0, 0.5, "Paris is the capital of France.", logprob=-0.4),
-               record("2", "baseline", 5.0, 1.0, "The sky is blue today.", logprob=-0.6),
-               record("2", "predgen", 5.0, 0.5, "The ocean is green.", logprob=-1.0, not_top=0.5, ids=(1, 2))]
+    records = [
+        record("1", "baseline", 5.0, 1.0, "Paris is the capital of France.", logprob=-0.4),
+        record("1", "predgen", 5.0, 0.5, "Paris is the capital of France.", logprob=-0.4),
+        record("2", "baseline", 5.0, 1.0, "The sky is blue today.", logprob=-0.6),
+        record("2", "predgen", 5.0, 0.5, "The ocean is green.", logprob=-1.0, not_top=0.5, ids=(1, 2)),
+    ]
     mark_matches(records)
     predgen = summarize(records, ["baseline", "predgen"])["predgen"]
     assert predgen["first_sentence_match"] == 0.5
@@ -75,14 +106,17 @@ def test_a_follow_up_is_asked_after_the_models_own_reply_to_turn_1(tiny_lm, make
     assert session.history == history
 
 
-@pytest.mark.parametrize("spec, expected", [
-    ("exact", dict(verifier="exact", anticipate=False)),
-    ("exact+anticipate", dict(verifier="exact", anticipate=True)),
-    ("margin=0.1", dict(verifier="margin", margin=0.1)),
-    ("minp=0.3+anticipate", dict(verifier="minp", min_p=0.3, anticipate=True)),
-    ("topk=5", dict(verifier="topk", top_k=5)),
-    ("exact+anticipate=4", dict(verifier="exact", anticipate=True, anticipate_tokens=4)),
-])
+@pytest.mark.parametrize(
+    "spec, expected",
+    [
+        ("exact", dict(verifier="exact", anticipate=False)),
+        ("exact+anticipate", dict(verifier="exact", anticipate=True)),
+        ("margin=0.1", dict(verifier="margin", margin=0.1)),
+        ("minp=0.3+anticipate", dict(verifier="minp", min_p=0.3, anticipate=True)),
+        ("topk=5", dict(verifier="topk", top_k=5)),
+        ("exact+anticipate=4", dict(verifier="exact", anticipate=True, anticipate_tokens=4)),
+    ],
+)
 def test_a_frontier_setting_names_its_verifier_value_and_anticipation(spec, expected):
     base = EngineConfig(policy="baseline", max_gap=2.0)
     config = parse_setting(spec, base)
@@ -91,9 +125,17 @@ def test_a_frontier_setting_names_its_verifier_value_and_anticipation(spec, expe
         assert getattr(config, name) == value
 
 
-@pytest.mark.parametrize("spec, needle", [("fuzzy", "unknown verifier"), ("exact=1", "takes no value"),
-                                          ("margin=wide", "not a valid margin"), ("minp=2", "min_p must lie"),
-                                          ("exact+anticipate4", "anticipate=TOKENS"), ("exact+anticipate=0", "anticipate_tokens must be")])
+@pytest.mark.parametrize(
+    "spec, needle",
+    [
+        ("fuzzy", "unknown verifier"),
+        ("exact=1", "takes no value"),
+        ("margin=wide", "not a valid margin"),
+        ("minp=2", "min_p must lie"),
+        ("exact+anticipate4", "anticipate=TOKENS"),
+        ("exact+anticipate=0", "anticipate_tokens must be"),
+    ],
+)
 def test_a_bad_frontier_setting_is_named(spec, needle):
     with pytest.raises(ConfigError, match=needle):
         parse_setting(spec, EngineConfig())

@@ -1,10 +1,13 @@
 """`predgen-ros bringup`: three processes, prefixed logs, stopped together."""
+
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 
 import psutil
 import pytest
@@ -12,12 +15,18 @@ import yaml
 
 from predgen_ros.nodes.bringup import default_params_file, node_command, node_for, ros_value
 
+pytestmark = pytest.mark.graph
+
 
 def start_bringup(*args):
     # as from a shell: Ctrl-C's default action, whatever an earlier test left in this process
-    return subprocess.Popen([sys.executable, "-m", "predgen_ros.cli", "bringup", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    return subprocess.Popen(
+        [sys.executable, "-m", "predgen_ros.cli", "bringup", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
 
 
 def node_pids(proc):
@@ -25,7 +34,12 @@ def node_pids(proc):
 
 
 def test_parameters_go_to_the_node_that_declares_them():
-    assert [node_for(p) for p in ("asr.backend", "tts.sink", "verifier.k", "policy")] == ["asr_node", "tts_node", "predgen_node", "predgen_node"]
+    assert [node_for(p) for p in ("asr.backend", "tts.sink", "verifier.k", "policy")] == [
+        "asr_node",
+        "tts_node",
+        "predgen_node",
+        "predgen_node",
+    ]
     command = node_command("tts_node", "p.yaml", {"tts.sink": "none", "policy": "baseline", "tts.realtime": False})
     assert command[-4:] == ["-p", "tts.sink:='none'", "-p", "tts.realtime:=false"]
     assert ros_value("007") == "'007'"  # stays a string
@@ -52,7 +66,9 @@ def test_one_node_failing_stops_the_others():
     assert "[bringup] asr_node exited with code 2; stopping the other nodes" in output
 
 
-def test_ctrl_c_stops_every_node_cleanly():
+@contextmanager
+def ready_graph():
+    """bringup with the text user, once predgen_node is ready; whatever is left is killed after."""
     proc = start_bringup("--asr-backend", "text", "--sink", "none", "--set", "asr.text.wait_for_reply=false")
     try:
         lines = []
@@ -60,15 +76,35 @@ def test_ctrl_c_stops_every_node_cleanly():
         while not any("[predgen_node]" in line and "ready" in line for line in lines):
             assert time.time() < deadline and proc.poll() is None, "".join(lines)[-3000:]
             lines.append(proc.stdout.readline())
+        yield proc
+    finally:
+        if proc.poll() is None:  # a failed shutdown must not leave nodes talking to the next tests
+            for child in psutil.Process(proc.pid).children(recursive=True):
+                child.kill()
+            proc.kill()
+
+
+def still_running(pids):
+    return [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+
+
+def test_ctrl_c_stops_every_node_cleanly():
+    with ready_graph() as proc:
         children = node_pids(proc)
         assert len(children) >= 3
         proc.send_signal(signal.SIGINT)
         output = proc.communicate(timeout=30)[0]
         assert proc.returncode == 0, output[-3000:]
         assert "Traceback" not in output
-        assert not [pid for pid in children if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
-    finally:
-        if proc.poll() is None:  # a failed shutdown must not leave nodes talking to the next tests
-            for child in psutil.Process(proc.pid).children(recursive=True):
-                child.kill()
-            proc.kill()
+        assert not still_running(children)
+
+
+def test_a_killed_node_stops_the_others():
+    """As the launch file's on_exit=Shutdown does (checked statically in test_launch)."""
+    with ready_graph() as proc:
+        nodes = {psutil.Process(pid).cmdline()[2].rsplit(".", 1)[-1]: pid for pid in node_pids(proc)}
+        os.kill(nodes["predgen_node"], signal.SIGKILL)
+        output = proc.communicate(timeout=60)[0]
+        assert proc.returncode != 0, output[-3000:]
+        assert "[bringup] predgen_node exited with code -9; stopping the other nodes" in output
+        assert not still_running(nodes.values())

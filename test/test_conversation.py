@@ -7,6 +7,7 @@ of the United States", rainbows and the blue sky got the computer joke's
 answer); neither the default (exact) verifier nor top-3 with its guards may.  A fixed cost per forward
 pass makes the outcome the same on every machine.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -19,6 +20,8 @@ from predgen_ros.eval.bench import deliver
 from predgen_ros.eval.conversation import RelevanceScorer, contrast_questions, mark_repeated_openings, opening
 from predgen_ros.eval.questions import speak
 
+pytestmark = pytest.mark.e2e
+
 TELL_ME = [
     "Tell me a fun fact about octopuses.",
     "Tell me how to boil an egg.",
@@ -27,7 +30,7 @@ TELL_ME = [
     "Tell me how rainbows form.",
     "Tell me why the sky is blue.",
 ]
-PASS_S = 0.07      # virtual seconds per forward pass (about this CPU's decoding speed)
+PASS_S = 0.07  # virtual seconds per forward pass (about this CPU's decoding speed)
 QUESTION_GAP_S = 2.0
 
 
@@ -73,7 +76,9 @@ def test_predgen_answers_each_question_of_a_conversation_on_its_topic(smollm, ve
     relevance = scorer.score([(str(i), a) for i, a in enumerate(answers)])
     report = "\n".join(f"{r:+.2f}  {q} -> {a}" for q, a, r in zip(TELL_ME, answers, relevance))
     print(report)
-    assert all(r is not None and r > 0 for r in relevance), f"an answer is more likely under other questions than under its own:\n{report}"
+    assert all(r is not None and r > 0 for r in relevance), (
+        f"an answer is more likely under other questions than under its own:\n{report}"
+    )
     records = [SimpleNamespace(policy="predgen", answered=True, first_sentence=a) for a in answers]
     mark_repeated_openings(records)
     assert not any(r.repeats_opening for r in records), f"an answer repeats an earlier opening:\n{report}"
@@ -81,15 +86,24 @@ def test_predgen_answers_each_question_of_a_conversation_on_its_topic(smollm, ve
 
 def test_openings_compare_the_first_six_words_without_case_or_punctuation():
     assert opening("Sure! Here's a fun fact about octopuses: they have three hearts.") == (
-        "sure", "here's", "a", "fun", "fact", "about")
-    records = [SimpleNamespace(policy=p, answered=a, first_sentence=s) for p, a, s in [
-        ("predgen", True, "The sky is blue, because of scattering."),
-        ("baseline", True, "the sky is blue because of light"),   # another policy: not a repeat
-        ("predgen", True, "The sky is blue because of dust."),   # same first six words
-        ("predgen", False, "The sky is blue because of x"),      # unanswered: not judged
-        ("predgen", True, ""),                                    # empty: repeats nothing
-        ("predgen", True, ""),
-    ]]
+        "sure",
+        "here's",
+        "a",
+        "fun",
+        "fact",
+        "about",
+    )
+    records = [
+        SimpleNamespace(policy=p, answered=a, first_sentence=s)
+        for p, a, s in [
+            ("predgen", True, "The sky is blue, because of scattering."),
+            ("baseline", True, "the sky is blue because of light"),  # another policy: not a repeat
+            ("predgen", True, "The sky is blue because of dust."),  # same first six words
+            ("predgen", False, "The sky is blue because of x"),  # unanswered: not judged
+            ("predgen", True, ""),  # empty: repeats nothing
+            ("predgen", True, ""),
+        ]
+    ]
     mark_repeated_openings(records)
     assert [getattr(r, "repeats_opening", None) for r in records] == [False, False, True, None, False, False]
 

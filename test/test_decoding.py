@@ -1,4 +1,5 @@
 """Jacobi decoding is lossless: it produces the autoregressive greedy tokens."""
+
 import random
 
 from predgen_ros.engine.decode import ar_step, jacobi_step, ngram_draft
@@ -10,7 +11,7 @@ def greedy_reference(lm, prompt, n):
     state.append(prompt)
     for _ in range(n):
         ar_step(state)
-    return state.tokens[len(prompt):]
+    return state.tokens[len(prompt) :]
 
 
 def test_jacobi_equals_autoregressive(tiny_lm):
@@ -28,7 +29,7 @@ def test_jacobi_equals_autoregressive(tiny_lm):
             result = jacobi_step(state, draft[:7], stop_ids=frozenset())
             draft = result.next_draft
             iterations += 1
-        assert state.tokens[len(prompt):][:40] == expected
+        assert state.tokens[len(prompt) :][:40] == expected
         assert iterations < 40  # good drafts settle several tokens per iteration
 
 

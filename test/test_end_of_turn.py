@@ -1,5 +1,6 @@
 """The text end-of-turn signal: the LLM's probability of the end-of-user-message
 token after the user's last word, read off passes the engine runs anyway."""
+
 import math
 
 import pytest
@@ -71,9 +72,9 @@ def test_words_after_an_early_final_reopen_the_turn_and_are_answered_as_one_ques
     early = drain(session)
     assert ("commit", session.turn.first_sentence) in early  # the robot had its answer to the cut question
     cut_turn = session.turn
-    session.partial(COMPLETE, 1.5)                             # ... and the user went on
+    session.partial(COMPLETE, 1.5)  # ... and the user went on
     assert session.turn is not cut_turn and session.turn.t_final is None
-    assert session.history == []                               # the cut question's reply is not the conversation
+    assert session.history == []  # the cut question's reply is not the conversation
     session.final(COMPLETE, 2.0)
     session.end_of_turn(2.0)
     drain(session)

@@ -1,4 +1,5 @@
 """Endpoint policies on crafted timelines: when does a pause end the utterance?"""
+
 import pytest
 
 from predgen_ros.audio.endpoint import EndpointConfig, Endpointer, EndpointError
@@ -28,18 +29,21 @@ def test_fixed_waits_its_silence_whatever_the_estimates_say():
     assert first_end("fixed", silence_s=0.8)[0] == 0.8
 
 
-@pytest.mark.parametrize("policy, audio_p, text_p, expected", [
-    ("smart_turn", 0.9, None, 0.15),   # complete: the short pause
-    ("smart_turn", 0.1, 0.9, 1.0),     # incomplete audio: the long silence; the text is not its signal
-    ("llm", None, 0.01, 0.15),
-    ("llm", None, 1e-6, 1.0),
-    ("llm", None, None, 1.0),          # no estimate yet: not complete
-    ("fused", 0.9, 0.01, 0.15),        # both complete
-    ("fused", 0.9, 1e-6, 0.35),        # one of them
-    ("fused", 0.1, 0.01, 0.35),
-    ("fused", 0.1, 1e-6, 1.0),         # neither
-    ("fused", 0.1, None, 1.0),
-])
+@pytest.mark.parametrize(
+    "policy, audio_p, text_p, expected",
+    [
+        ("smart_turn", 0.9, None, 0.15),  # complete: the short pause
+        ("smart_turn", 0.1, 0.9, 1.0),  # incomplete audio: the long silence; the text is not its signal
+        ("llm", None, 0.01, 0.15),
+        ("llm", None, 1e-6, 1.0),
+        ("llm", None, None, 1.0),  # no estimate yet: not complete
+        ("fused", 0.9, 0.01, 0.15),  # both complete
+        ("fused", 0.9, 1e-6, 0.35),  # one of them
+        ("fused", 0.1, 0.01, 0.35),
+        ("fused", 0.1, 1e-6, 1.0),  # neither
+        ("fused", 0.1, None, 1.0),
+    ],
+)
 def test_the_pause_a_policy_waits_follows_its_estimates(policy, audio_p, text_p, expected):
     assert first_end(policy, audio_p, text_p)[0] == expected
 
@@ -49,17 +53,20 @@ def test_smart_turn_is_asked_once_per_pause():
     endpointer = Endpointer(EndpointConfig(policy="smart_turn"), lambda: 0.9)
     scores = iter([0.1, 0.9])
     endpointer.audio_estimate = lambda: next(scores)
-    assert not endpointer.ends(0.2)        # first pause: incomplete
-    endpointer.speech()                    # the user goes on
-    assert endpointer.ends(0.2)            # second pause: asked anew, complete
+    assert not endpointer.ends(0.2)  # first pause: incomplete
+    endpointer.speech()  # the user goes on
+    assert endpointer.ends(0.2)  # second pause: asked anew, complete
 
 
-@pytest.mark.parametrize("config, message", [
-    (dict(policy="vad"), "asr.endpoint.policy: unknown policy 'vad'"),
-    (dict(policy="llm", pause_s=2.0), "asr.endpoint.pause_s (2.0) must not exceed max_silence_s"),
-    (dict(silence_s=0), "asr.endpoint.silence_s must be > 0 s"),
-    (dict(text_threshold=2), "asr.endpoint.text_threshold must lie in (0, 1]"),
-])
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        (dict(policy="vad"), "asr.endpoint.policy: unknown policy 'vad'"),
+        (dict(policy="llm", pause_s=2.0), "asr.endpoint.pause_s (2.0) must not exceed max_silence_s"),
+        (dict(silence_s=0), "asr.endpoint.silence_s must be > 0 s"),
+        (dict(text_threshold=2), "asr.endpoint.text_threshold must lie in (0, 1]"),
+    ],
+)
 def test_bad_settings_name_the_parameter(config, message):
     with pytest.raises(EndpointError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
         EndpointConfig(**config)
@@ -94,9 +101,12 @@ def test_the_sweep_replays_a_rule_on_recorded_pauses():
         scored = score_rule(rule, pauses, [question], t0_ns=0)
         return scored["endpoint_delay_p50_s"], scored["cut_off"]
 
-    assert outcome(Rule("fixed", silence_s=0.35)) == (pytest.approx(0.4), ["q"])   # the hesitation is longer
+    assert outcome(Rule("fixed", silence_s=0.35)) == (pytest.approx(0.4), ["q"])  # the hesitation is longer
     assert outcome(Rule("fixed", silence_s=0.8)) == (pytest.approx(0.8), [])
     assert outcome(Rule("smart_turn", pause_s=0.1, audio_threshold=0.5)) == (pytest.approx(0.1), ["q"])
     assert outcome(Rule("llm", pause_s=0.1, text_threshold=0.1)) == (pytest.approx(0.1), [])  # the words were unfinished
-    assert outcome(Rule("fused", pause_s=0.1, silence_s=0.35, text_threshold=0.1)) == (pytest.approx(0.1), ["q"])  # one estimate: 0.35 s
+    assert outcome(Rule("fused", pause_s=0.1, silence_s=0.35, text_threshold=0.1)) == (
+        pytest.approx(0.1),
+        ["q"],
+    )  # one estimate: 0.35 s
     assert outcome(Rule("fused", pause_s=0.1, silence_s=0.65, text_threshold=0.1)) == (pytest.approx(0.1), [])

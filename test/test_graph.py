@@ -1,4 +1,5 @@
 """The real nodes as separate processes, driven over DDS like an ASR would drive them."""
+
 from __future__ import annotations
 
 import time
@@ -15,13 +16,17 @@ from predgen_ros.engine.session import LATE_COPY_WINDOW_S
 from predgen_ros.nodes.bringup import Graph, default_params_file
 from predgen_ros.nodes.common import TEXT_QOS, stamp
 from predgen_ros.nodes.predgen_node import REPORT_KEYS
+from predgen_ros.nodes.probe import GraphProbe
+
+pytestmark = pytest.mark.graph
 
 
 class FakeUser:
     """Publishes what an ASR node would; records what the graph answers."""
 
     def __init__(self):
-        self.node = rclpy.create_node("test_user")
+        self.probe = GraphProbe("test_user")
+        self.node = self.probe.node
         self.partial = self.node.create_publisher(String, "asr/partial", TEXT_QOS)
         self.final = self.node.create_publisher(String, "asr/final", TEXT_QOS)
         self.speech_end = self.node.create_publisher(Header, "asr/speech_end", TEXT_QOS)
@@ -46,11 +51,8 @@ class FakeUser:
             self.health.setdefault(s.name, []).append(s)
 
     def spin_until(self, condition, timeout=90.0, graph=None):
-        deadline = time.time() + timeout
-        while not condition():
-            rclpy.spin_once(self.node, timeout_sec=0.1)
-            assert graph is None or graph.exited() is None, f"a node died: {graph.exited()}"
-            assert time.time() < deadline, "timed out"
+        self.probe.graph = graph
+        assert self.probe.wait_for(condition, timeout), "timed out"
 
     def say(self, text, graph, gap=0.1, final=True):
         """Word-by-word partials, then the end of speech and the final."""
@@ -75,13 +77,22 @@ class FakeUser:
 def graph(tmp_path_factory):
     out = tmp_path_factory.mktemp("graph")
     overrides = {
-        "policy": "predgen", "generation.max_new_tokens": 40,
-        "tts.sink": "wav", "tts.wav_dir": str(out / "wav"), "tts.realtime": True,  # speech lasts: barge-in can happen
+        "policy": "predgen",
+        "generation.max_new_tokens": 40,
+        "tts.sink": "wav",
+        "tts.wav_dir": str(out / "wav"),
+        "tts.realtime": True,  # speech lasts: barge-in can happen
     }
     rclpy.init()
-    with open(out / "graph.log", "w") as log, Graph(default_params_file(), overrides, nodes=("predgen_node", "tts_node"), log=log) as g:
+    with (
+        open(out / "graph.log", "w") as log,
+        Graph(default_params_file(), overrides, nodes=("predgen_node", "tts_node"), log=log) as g,
+    ):
         user = FakeUser()
-        user.spin_until(lambda: user.reset.service_is_ready() and user.node.count_subscribers("asr/final") > 0, timeout=120, graph=g)
+        user.probe.graph = g
+        user.probe.wait_active(["predgen_node", "tts_node"])
+        # matched both ways, so no first message is lost
+        user.spin_until(lambda: user.final.get_subscription_count() > 0 and user.reset.service_is_ready(), timeout=60, graph=g)
         user.spin_until(lambda: user.node.count_publishers("robot_speaking") > 0, timeout=60, graph=g)
         yield g, user, out
         user.node.destroy_node()
@@ -102,7 +113,12 @@ def test_turns_produce_speech_reports_and_use_history(graph):
     assert first["history_turns"] == "0"
     assert first["first_sentence"], "a first sentence was committed"
     assert float(first["audio_latency_s"]) > 0  # no upper bound: a slow machine is slow, not wrong
-    assert float(first["t_end_of_speech"]) <= float(first["t_final_transcript"]) <= float(first["t_commit"]) <= float(first["t_first_audio"])
+    assert (
+        float(first["t_end_of_speech"])
+        <= float(first["t_final_transcript"])
+        <= float(first["t_commit"])
+        <= float(first["t_first_audio"])
+    )
     assert int(first["nfe_tfs"]) >= 1 and int(first["rounds"]) >= 1
 
     # the committed first sentence was spoken: a WAV with speech-length, non-silent audio
@@ -126,8 +142,8 @@ def test_turns_produce_speech_reports_and_use_history(graph):
 def test_bad_input_is_survived_and_the_next_turn_answered(graph):
     g, user, _ = graph
     reports = len(user.reports)
-    user.partial.publish(String(data="   "))            # whitespace hypothesis
-    user.final.publish(String(data=""))                 # empty final, no partials
+    user.partial.publish(String(data="   "))  # whitespace hypothesis
+    user.final.publish(String(data=""))  # empty final, no partials
     user.say("🤖 مرحبا 你好 \u202eevil\u202c \x07bell", g, final=False)  # any Unicode, control characters
     user.final.publish(String(data="🤖 مرحبا 你好"))
     user.spin_until(lambda: len(user.reports) > reports, graph=g)

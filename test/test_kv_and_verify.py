@@ -1,5 +1,6 @@
 """The KV cache always equals a fresh encoding of the kept tokens; verifiers
 accept exactly what their rule allows."""
+
 import random
 
 import pytest
@@ -33,7 +34,7 @@ def test_cache_equals_fresh_encoding_after_crops_and_verification(tiny_lm):
     prompt = tiny_lm.prompt_ids("What is the capital of France")
     state.append(prompt)
     for _ in range(12):
-        words = rng.sample("what is the capital of france and why is it so famous today".split(), 6)
+        words = rng.sample(["what", "is", "the", "capital", "of", "france", "and", "why", "is", "it", "so", "famous", "today"], 6)
         new_prompt = tiny_lm.prompt_ids(" ".join(words))
         candidate = [rng.randrange(len(tiny_lm.tokenizer)) for _ in range(rng.randint(0, 8))]
         kept = verify_candidate(state, new_prompt, candidate, top_k=rng.choice([1, 3]))
@@ -42,7 +43,7 @@ def test_cache_equals_fresh_encoding_after_crops_and_verification(tiny_lm):
         state.crop(rng.randint(1, len(state.tokens)))
         assert_cache_matches(state)
         state.sync_prefix(new_prompt)
-        state.append(new_prompt[len(state.tokens):])
+        state.append(new_prompt[len(state.tokens) :])
         assert_cache_matches(state)
 
 
@@ -71,8 +72,10 @@ def test_topk_never_accepts_a_token_outside_the_top_k():
             assert candidate[n] not in logits[n].topk(k).indices.tolist()
 
 
-@pytest.mark.parametrize("verifier, setting", [("margin", {"margin": 0.3}), ("margin", {"margin": 2.0}),
-                                               ("minp", {"min_p": 0.5}), ("minp", {"min_p": 0.1})])
+@pytest.mark.parametrize(
+    "verifier, setting",
+    [("margin", {"margin": 0.3}), ("margin", {"margin": 2.0}), ("minp", {"min_p": 0.5}), ("minp", {"min_p": 0.1})],
+)
 def test_margin_and_floor_verifiers_never_accept_a_token_outside_their_rule(verifier, setting):
     config = EngineConfig(verifier=verifier, **setting)
     gen = torch.Generator().manual_seed(1)
@@ -85,7 +88,9 @@ def test_margin_and_floor_verifiers_never_accept_a_token_outside_their_rule(veri
 
         def allowed(j):
             if verifier == "margin":
-                return float(logits[j].log_softmax(-1).max() - logits[j].log_softmax(-1)[candidate[j]]) <= setting["margin"] + 1e-6
+                return (
+                    float(logits[j].log_softmax(-1).max() - logits[j].log_softmax(-1)[candidate[j]]) <= setting["margin"] + 1e-6
+                )
             return float(probs[j, candidate[j]]) >= setting["min_p"] * float(probs[j].max()) - 1e-6
 
         assert all(allowed(j) for j in range(n))
@@ -98,7 +103,7 @@ def test_an_exact_head_rejects_a_runner_up_opening_that_top_k_would_keep():
     runner_up_opening = [2, 2, 2]  # rank 2 at the start and after it
     assert accepted_length(logits, runner_up_opening, top_k=2) == 3
     assert accepted_length(logits, runner_up_opening, top_k=2, exact_head=1) == 0
-    greedy_opening = [1, 2, 1]     # then runner-ups, which top-K accepts after the head
+    greedy_opening = [1, 2, 1]  # then runner-ups, which top-K accepts after the head
     assert accepted_length(logits, greedy_opening, top_k=2, exact_head=1) == 3
     assert accepted_length(logits, greedy_opening, top_k=2, exact_head=2) == 1
 
@@ -112,13 +117,12 @@ def test_a_runner_up_far_below_the_top_token_is_rejected_by_the_gap():
     assert accepted_length(logits, candidate, top_k=1, max_gap=3.0) == 0  # exact stays exact
 
 
-
 def test_a_runner_up_that_copies_an_earlier_reply_is_rejected():
     earlier = reply_ngrams([[7, 2, 2, 2, 9]], n=4)
     assert copied_positions([5, 2, 2, 2, 9, 1], earlier, n=4) == [False, True, True, True, True, False]
     logits = torch.tensor([[0.0, 5.0, 4.5]] * 6)  # token 1 the top, token 2 a close runner-up everywhere
     copy = [1, 2, 2, 2, 0, 1]
-    history = reply_ngrams([[1, 2, 2, 2]])        # the reply's first four tokens are an earlier reply's
-    assert accepted_length(logits, copy, top_k=2) == 4   # token 0 is outside the top 2
+    history = reply_ngrams([[1, 2, 2, 2]])  # the reply's first four tokens are an earlier reply's
+    assert accepted_length(logits, copy, top_k=2) == 4  # token 0 is outside the top 2
     assert accepted_length(logits, copy, top_k=2, history=history) == 1  # the copied runner-ups go; the top token stays
     assert accepted_length(logits[:4], [1, 2, 1, 2], top_k=2, history=history) == 4  # no copy: runner-ups pass

@@ -1,4 +1,5 @@
 """eval --endpoint-policies: the sample bag's audio through a live asr_node, predgen_node and tts_node."""
+
 from __future__ import annotations
 
 import json
@@ -37,17 +38,23 @@ def test_a_final_whose_speech_ended_before_the_question_did_cut_it_off():
     _, markers = load_replay(SAMPLE)
     first = markers[0]
     player = LivePlayer.__new__(LivePlayer)  # only its bookkeeping: no node needed
-    player.recorded = [("asr/speech_end", 0, Header(stamp=stamp(t_ns / 1e9))) for t_ns in (
-        (first.t_start_ns + first.t_end_ns) // 2,              # a hesitation ended the turn mid-question
-        first.t_end_ns - int(CLOSING_TOLERANCE_S * 1e9 / 2),    # the closing final, its end a VAD frame early
-        markers[1].t_end_ns)]
+    player.recorded = [
+        ("asr/speech_end", 0, Header(stamp=stamp(t_ns / 1e9)))
+        for t_ns in (
+            (first.t_start_ns + first.t_end_ns) // 2,  # a hesitation ended the turn mid-question
+            first.t_end_ns - int(CLOSING_TOLERANCE_S * 1e9 / 2),  # the closing final, its end a VAD frame early
+            markers[1].t_end_ns,
+        )
+    ]
     records = player.records("predgen@fused", markers, [(0, ""), (0, ""), (0, "")])
     assert [r.early_finals for r in records] == [1, 0, 0]
 
 
+@pytest.mark.graph
 def test_the_sample_audio_through_a_live_asr_node_answers_every_question(tmp_path):
-    settings = EvalSettings(SAMPLE, tmp_path, default_params_file(), ("predgen",), {"generation.max_new_tokens": 0},
-                            endpoint_policies=("llm",))
+    settings = EvalSettings(
+        SAMPLE, tmp_path, default_params_file(), ("predgen",), {"generation.max_new_tokens": 0}, endpoint_policies=("llm",)
+    )
     records, summary = run_eval(settings)
     assert [r.policy for r in records] == ["predgen@llm"] * 3
     assert all(r.answered for r in records), [(r.qid, r.no_reply) for r in records if not r.answered]
@@ -59,6 +66,15 @@ def test_the_sample_audio_through_a_live_asr_node_answers_every_question(tmp_pat
     assert {"audio_latency_p50_s", "audio_latency_p90_s", "false_endpoint_rate"} <= set(written["llm"])
     assert written["llm"]["answered"] == 3
 
-    again, _ = run_eval(EvalSettings(SAMPLE, tmp_path, default_params_file(), ("predgen",), {"generation.max_new_tokens": 0},
-                                     endpoint_policies=("llm",), resume=True))  # the recorded run is kept, not repeated
+    again, _ = run_eval(
+        EvalSettings(
+            SAMPLE,
+            tmp_path,
+            default_params_file(),
+            ("predgen",),
+            {"generation.max_new_tokens": 0},
+            endpoint_policies=("llm",),
+            resume=True,
+        )
+    )  # the recorded run is kept, not repeated
     assert [(r.qid, r.audio_latency_s) for r in again] == [(r.qid, r.audio_latency_s) for r in records]

@@ -1,4 +1,5 @@
 """Each node on its own: declared parameters, startup errors, asr_node over DDS."""
+
 from __future__ import annotations
 
 import subprocess
@@ -13,8 +14,12 @@ from std_msgs.msg import Bool, Header, String
 
 from predgen_ros.audio.asr import to_pcm16k
 from predgen_ros.audio.tts import PiperSynthesizer
+from predgen_ros.engine.params import node_section
 from predgen_ros.nodes.bringup import default_params_file
 from predgen_ros.nodes.common import TEXT_QOS
+from predgen_ros.nodes.probe import GraphProbe
+
+pytestmark = pytest.mark.graph
 
 NODES = ("asr_node", "predgen_node", "tts_node")
 # What each node needs on this machine, which has no microphone or speaker.
@@ -31,12 +36,16 @@ def flatten(tree, prefix=""):
 
 def yaml_parameters(node):
     tree = yaml.safe_load(default_params_file().read_text())
-    return dict(flatten(tree[node]["ros__parameters"]))
+    return dict(flatten(node_section(tree, node)))
 
 
 def node_class(node):
     module = __import__(f"predgen_ros.nodes.{node}", fromlist=["x"])
-    return {"asr_node": module.__dict__.get("AsrNode"), "predgen_node": module.__dict__.get("PredgenNode"), "tts_node": module.__dict__.get("TtsNode")}[node]
+    return {
+        "asr_node": module.__dict__.get("AsrNode"),
+        "predgen_node": module.__dict__.get("PredgenNode"),
+        "tts_node": module.__dict__.get("TtsNode"),
+    }[node]
 
 
 @pytest.mark.parametrize("node", NODES)
@@ -46,7 +55,7 @@ def test_every_yaml_parameter_is_declared_by_its_node(node):
     try:
         instance = node_class(node)()
         try:
-            for name, value in yaml_parameters(node).items():
+            for name in yaml_parameters(node):
                 assert instance.has_parameter(name), f"{node}: {name} in config/predgen.yaml is not declared"
                 descriptor = instance.describe_parameter(name)
                 assert descriptor.description, f"{node}: {name} has no description"
@@ -58,8 +67,12 @@ def test_every_yaml_parameter_is_declared_by_its_node(node):
 
 
 def run_node(node, *ros_args, timeout=120):
-    return subprocess.run([sys.executable, "-m", f"predgen_ros.nodes.{node}", "--ros-args", *ros_args],
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", f"predgen_ros.nodes.{node}", "--ros-args", *ros_args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def assert_startup_error(result, *needles):
@@ -88,7 +101,9 @@ def test_missing_model_path(tmp_path):
 
 def test_missing_voice_path(tmp_path):
     missing = tmp_path / "voice.onnx"
-    assert_startup_error(run_node("tts_node", "-p", "tts.sink:=none", "-p", f"tts.voice_path:={missing}"), "tts.voice_path", str(missing))
+    assert_startup_error(
+        run_node("tts_node", "-p", "tts.sink:=none", "-p", f"tts.voice_path:={missing}"), "tts.voice_path", str(missing)
+    )
 
 
 def test_missing_vosk_model(tmp_path):
@@ -158,17 +173,23 @@ class AsrNodeOnWav:
     """asr_node as a process playing `wav`, and an in-process rclpy node to talk to it."""
 
     def __init__(self, wav, name):
-        self.proc = subprocess.Popen([sys.executable, "-m", "predgen_ros.nodes.asr_node", "--ros-args", "-p", f"asr.input:={wav}"],
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "predgen_ros.nodes.asr_node", "--ros-args", "-p", f"asr.input:={wav}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         rclpy.init()
-        self.node = rclpy.create_node(name)
+        self.probe = GraphProbe(name)
+        self.node = self.probe.node
         self.output = ""
 
     def spin_while(self, condition, step=lambda: None, timeout=60.0):
-        deadline = time.time() + timeout
-        while condition() and time.time() < deadline and self.proc.poll() is None:
+        def done():
             step()
-            rclpy.spin_once(self.node, timeout_sec=0.1)
+            return not condition() or self.proc.poll() is not None
+
+        self.probe.wait_for(done, timeout)
 
     def __enter__(self):
         return self
@@ -186,7 +207,9 @@ def test_asr_node_streams_pocketsphinx_partials_and_finals(user_speech_wav):
     with AsrNodeOnWav(user_speech_wav, "test_listener") as asr:
         asr.node.create_subscription(String, "asr/partial", lambda m: partials.append(m.data), TEXT_QOS)
         asr.node.create_subscription(String, "asr/final", lambda m: finals.append((m.data, len(partials))), TEXT_QOS)
-        asr.node.create_subscription(Header, "asr/speech_end", lambda m: ends.append(m.stamp.sec + m.stamp.nanosec * 1e-9), TEXT_QOS)
+        asr.node.create_subscription(
+            Header, "asr/speech_end", lambda m: ends.append(m.stamp.sec + m.stamp.nanosec * 1e-9), TEXT_QOS
+        )
         asr.spin_while(lambda: len(finals) < 2 or len(ends) < 2)
     assert len(finals) == 2, asr.output[-2000:]
     assert len(ends) == 2 and ends[0] < ends[1] <= time.time()
@@ -204,8 +227,14 @@ def test_asr_node_is_deaf_while_the_robot_speaks(user_speech_wav):
         speaking = asr.node.create_publisher(Bool, "robot_speaking", TEXT_QOS)
         asr.node.create_subscription(String, "asr/partial", lambda m: heard.append(m.data), TEXT_QOS)
         asr.node.create_subscription(String, "asr/final", lambda m: heard.append(m.data), TEXT_QOS)
-        asr.node.create_subscription(DiagnosticArray, "/diagnostics", lambda m: states.extend(
-            {kv.key: kv.value for kv in s.values}["state"] for s in m.status if s.name == "/predgen_ros/asr_node"), 10)
+        asr.node.create_subscription(
+            DiagnosticArray,
+            "/diagnostics",
+            lambda m: states.extend(
+                {kv.key: kv.value for kv in s.values}["state"] for s in m.status if s.name == "/predgen_ros/asr_node"
+            ),
+            10,
+        )
         # the robot talks through the whole recording
         asr.spin_while(lambda: "input finished" not in states, step=lambda: speaking.publish(Bool(data=True)))
     assert "muted" in states and "input finished" in states, (states, asr.output[-2000:])
@@ -223,9 +252,17 @@ def test_the_speech_clock_runs_on_while_the_robot_speaks(tmp_path):
         speaking = asr.node.create_publisher(Bool, "robot_speaking", TEXT_QOS)
         asr.node.create_subscription(String, "asr/partial", lambda m: None, TEXT_QOS)  # asr_node starts once it is heard
         asr.node.create_subscription(String, "asr/final", lambda m: finals.append(m.data), TEXT_QOS)
-        asr.node.create_subscription(Header, "asr/speech_end", lambda m: ends.append(m.stamp.sec + m.stamp.nanosec * 1e-9), TEXT_QOS)
-        asr.node.create_subscription(DiagnosticArray, "/diagnostics", lambda m: states.extend(
-            {kv.key: kv.value for kv in s.values}["state"] for s in m.status if s.name == "/predgen_ros/asr_node"), 10)
+        asr.node.create_subscription(
+            Header, "asr/speech_end", lambda m: ends.append(m.stamp.sec + m.stamp.nanosec * 1e-9), TEXT_QOS
+        )
+        asr.node.create_subscription(
+            DiagnosticArray,
+            "/diagnostics",
+            lambda m: states.extend(
+                {kv.key: kv.value for kv in s.values}["state"] for s in m.status if s.name == "/predgen_ros/asr_node"
+            ),
+            10,
+        )
         asr.spin_while(lambda: not finals)
         speaking.publish(Bool(data=True))  # the robot answers the first utterance for 2 s
         asr.spin_while(lambda: "muted" not in states)  # asr_node heard that it must not listen
@@ -236,5 +273,7 @@ def test_the_speech_clock_runs_on_while_the_robot_speaks(tmp_path):
     assert len(finals) == 2 and len(ends) == 2, (finals, asr.output[-2000:])
     assert "robot" in finals[1]
     error = (ends[1] - ends[0]) - (true_ends[1] - true_ends[0])
-    print(f"second asr/speech_end {error:+.3f} s from the true end of speech (after {true_ends[1] - true_ends[0]:.2f} s, 2 s of it muted)")
+    print(
+        f"second asr/speech_end {error:+.3f} s from the true end of speech (after {true_ends[1] - true_ends[0]:.2f} s, 2 s of it muted)"
+    )
     assert abs(error) < 0.15, f"second end of speech off by {error:+.3f} s"

@@ -1,4 +1,5 @@
 """config/predgen.yaml and the dotted parameter names map onto the engine."""
+
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,9 @@ def test_defaults_agree_with_the_engine():
 
 
 def test_values_reach_the_engine_config():
-    config, model = engine_config({"verifier.kind": "topk", "decoder.kind": "jacobi", "sentence.min_chars": 5, "model.device": "cpu"})
+    config, model = engine_config(
+        {"verifier.kind": "topk", "decoder.kind": "jacobi", "sentence.min_chars": 5, "model.device": "cpu"}
+    )
     assert config.accept_k == 3 and config.decoder == "jacobi" and config.sentence.min_chars == 5 and model.device == "cpu"
     minp, _ = engine_config({"verifier.kind": "minp", "verifier.min_p": 0.25})
     assert minp.accept_k is None and abs(minp.accept_gap - 1.3863) < 1e-4  # -ln 0.25

@@ -1,4 +1,5 @@
 """predgen_node in this process: its callbacks and its worker thread side by side."""
+
 from __future__ import annotations
 
 import sys
@@ -13,11 +14,14 @@ from predgen_ros.engine.session import TurnStats
 from predgen_ros.nodes.common import stamp
 from predgen_ros.nodes.predgen_node import PendingReport, PredgenNode
 
+pytestmark = pytest.mark.graph
+
 
 @pytest.fixture(scope="module")
 def node():
     rclpy.init()
     node = PredgenNode()
+    node.start()  # configure and activate, as autostart does
     yield node
     node.close()
     node.destroy_node()

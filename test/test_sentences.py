@@ -27,10 +27,10 @@ def test_first_sentence(text, first):
 @pytest.mark.parametrize(
     "text",
     [
-        "Pi is about 3.",          # may still become 3.14
-        "I live in the U.",        # may still become U.S.
+        "Pi is about 3.",  # may still become 3.14
+        "I live in the U.",  # may still become U.S.
         "The capital of France is Paris.",  # the next character is unknown yet
-        "Hi.",                     # too short, and unfinished
+        "Hi.",  # too short, and unfinished
         "Ask Dr. Smith about",
     ],
 )
@@ -51,8 +51,10 @@ def test_fallback_cuts_unpunctuated_text_at_a_word():
 
 def test_the_answer_for_a_longer_text_equals_the_first_prefix_that_had_one():
     """Policies decode different lengths; the cut must not depend on that."""
-    text = ("This answer rambles on without a stop for quite a long while and keeps going past the fallback "
-            "length before it finally ends here. Then more.")
+    text = (
+        "This answer rambles on without a stop for quite a long while and keeps going past the fallback "
+        "length before it finally ends here. Then more."
+    )
     first = next(split_first_sentence(text[:n], RULES) for n in range(1, len(text) + 1) if split_first_sentence(text[:n], RULES))
     assert split_first_sentence(text, RULES)[0] == split_first_sentence(text + " And more text. Yes.", RULES)[0]
     assert split_first_sentence(text, RULES)[0] == first[0]

@@ -1,16 +1,35 @@
 """Policies behind the session API, on a tiny random model (float64)."""
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_kv_and_verify import assert_cache_matches
 
 from predgen_ros.engine.decode import ar_step
 from predgen_ros.engine.lm import KVState
 from predgen_ros.engine.sentences import SentenceRules
 from predgen_ros.engine.session import DECODERS, POLICIES, ConfigError, EngineConfig
 
-from test_kv_and_verify import assert_cache_matches
-
-WORDS = "what is the capital of france and why is it so famous robot please tell me about paris".split()
+WORDS = [
+    "what",
+    "is",
+    "the",
+    "capital",
+    "of",
+    "france",
+    "and",
+    "why",
+    "is",
+    "it",
+    "so",
+    "famous",
+    "robot",
+    "please",
+    "tell",
+    "me",
+    "about",
+    "paris",
+]
 RULES = SentenceRules(min_chars=10, fallback_chars=60, max_tokens=8)
 
 
@@ -73,15 +92,18 @@ def test_exact_predgen_commits_the_baseline_greedy_reply(tiny_lm, make_session, 
     assert predgen.turn.first_sentence == baseline.turn.first_sentence
     assert predgen.turn.reply == baseline.turn.reply
     expected = greedy_reply(tiny_lm, final, 10)
-    assert predgen.state.tokens[len(predgen.turn.prompt_ids):] == expected
+    assert predgen.state.tokens[len(predgen.turn.prompt_ids) :] == expected
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(partial_sequences(), st.sampled_from(POLICIES), st.sampled_from(DECODERS), st.booleans())
-def test_the_cache_equals_a_fresh_encoding_of_the_kept_text_after_every_step(tiny_lm, make_session, case, policy, decoder, anticipate):
+def test_the_cache_equals_a_fresh_encoding_of_the_kept_text_after_every_step(
+    tiny_lm, make_session, case, policy, decoder, anticipate
+):
     partials, final, steps = case
-    session = make_session(tiny_lm, policy=policy, decoder=decoder, max_new_tokens=10, sentence=RULES,
-                           anticipate=anticipate, anticipate_tokens=3)
+    session = make_session(
+        tiny_lm, policy=policy, decoder=decoder, max_new_tokens=10, sentence=RULES, anticipate=anticipate, anticipate_tokens=3
+    )
 
     def step_and_check():
         session.step()
@@ -165,9 +187,23 @@ def test_history_is_used_on_the_next_turn(tiny_lm, make_session):
     assert session.turn.prompt_ids == tiny_lm.prompt_ids("and paris", [("hello robot", first_reply)])
 
 
-@pytest.mark.parametrize("field, value", [("policy", "fastest"), ("verifier", "fuzzy"), ("decoder", "beam"), ("top_k", 0),
-                                          ("max_gap", 0.0), ("max_gap", float("nan")), ("exact_head", -1),
-                                          ("history_tokens", -1), ("anticipate_tokens", 0), ("margin", 0.0), ("min_p", 0.0), ("min_p", 1.5)])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("policy", "fastest"),
+        ("verifier", "fuzzy"),
+        ("decoder", "beam"),
+        ("top_k", 0),
+        ("max_gap", 0.0),
+        ("max_gap", float("nan")),
+        ("exact_head", -1),
+        ("history_tokens", -1),
+        ("anticipate_tokens", 0),
+        ("margin", 0.0),
+        ("min_p", 0.0),
+        ("min_p", 1.5),
+    ],
+)
 def test_bad_settings_are_named(field, value):
     with pytest.raises(ConfigError, match=field):
         EngineConfig(**{field: value})
@@ -186,7 +222,7 @@ def test_an_asr_revision_of_an_earlier_word_is_verified_not_assumed(tiny_lm, mak
     assert predgen.turn.final_candidate, "a candidate built on the old words was verified against the final"
     assert predgen.state.tokens[: len(prompt)] == prompt  # the cache was cropped to the common prefix and re-extended
     assert predgen.turn.reply == baseline.turn.reply
-    assert predgen.state.tokens[len(prompt):] == greedy_reply(tiny_lm, final, 10)
+    assert predgen.state.tokens[len(prompt) :] == greedy_reply(tiny_lm, final, 10)
 
 
 def test_the_history_keeps_the_newest_turns_within_its_token_budget(tiny_lm, make_session):

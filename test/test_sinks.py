@@ -1,4 +1,5 @@
 """Audio sinks: WAV files per reply, callbacks, and clear errors."""
+
 import wave
 
 import numpy as np

@@ -1,7 +1,10 @@
 """A short soak of the real graph and every fault scenario of `predgen-ros stress`."""
+
 from __future__ import annotations
 
 import re
+
+import pytest
 
 from predgen_ros.eval.stress import FAULTS, StressSettings, run_stress, soak_utterances
 from predgen_ros.nodes.bringup import default_params_file
@@ -14,6 +17,7 @@ def test_the_soak_mixes_awkward_utterances_into_the_questions():
     assert all("\n" not in u and u.strip() for u in utterances)
 
 
+@pytest.mark.graph
 def test_a_short_soak_answers_every_turn_and_survives_every_fault(tmp_path):
     settings = StressSettings(default_params_file(), tmp_path, turns=8, rss_from_turn=3, turn_timeout_s=60)
     result = run_stress(settings)
@@ -23,5 +27,7 @@ def test_a_short_soak_answers_every_turn_and_survives_every_fault(tmp_path):
     assert all(len(samples) == 8 for samples in result.rss_mb.values())
     assert set(result.growth_by_node_mb) == {"asr_node", "predgen_node", "tts_node"}
     assert result.rss_growth_mb == max(result.growth_by_node_mb.values())
-    assert re.fullmatch(r"stress: sent=8 answered=8 faults=3 crashes=0 stuck=0 max_rss_mb=\d+\.\d rss_growth_mb=-?\d+\.\d", result.line())
+    assert re.fullmatch(
+        r"stress: sent=8 answered=8 faults=3 crashes=0 stuck=0 max_rss_mb=\d+\.\d rss_growth_mb=-?\d+\.\d", result.line()
+    )
     assert result.passed

@@ -1,4 +1,5 @@
 """PiperSynthesizer: same audio as Piper's own session, bounded sentence cache."""
+
 from __future__ import annotations
 
 import hashlib
@@ -6,9 +7,12 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from piper import PiperVoice
 
 from predgen_ros.audio.tts import PiperSynthesizer, default_voice_path
+
+pytestmark = pytest.mark.e2e
 
 SENTENCE = "The robot answers quickly."
 
@@ -27,15 +31,17 @@ def test_cache_keeps_the_most_recent_sentences_only():
     first = synth.synthesize("One.")
     synth.synthesize("Two.")
     assert synth.synthesize("One.") is first  # refreshed: now the most recent
-    synth.synthesize("Three.")                 # evicts "Two.", the least recent
+    synth.synthesize("Three.")  # evicts "Two.", the least recent
     assert len(synth) == 2 and synth.cached("One.") and synth.cached("Three.") and not synth.cached("Two.")
     assert synth.hits == 1
 
 
 def test_a_reproducible_synthesizer_speaks_the_same_samples_in_another_process():
     """make-bag's speech: the same bag from the same questions on any run."""
-    code = ("import hashlib; from predgen_ros.audio.tts import PiperSynthesizer; "
-            f"print(hashlib.sha1(PiperSynthesizer(reproducible=True).synthesize({SENTENCE!r}).samples.tobytes()).hexdigest())")
+    code = (
+        "import hashlib; from predgen_ros.audio.tts import PiperSynthesizer; "
+        f"print(hashlib.sha1(PiperSynthesizer(reproducible=True).synthesize({SENTENCE!r}).samples.tobytes()).hexdigest())"
+    )
     here = hashlib.sha1(PiperSynthesizer(reproducible=True).synthesize(SENTENCE).samples.tobytes()).hexdigest()
     there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert here == there

@@ -1,4 +1,5 @@
 """tts_node alone: real-time speech, barge-in within a chunk, pre-synthesis, audio on a topic."""
+
 from __future__ import annotations
 
 import time
@@ -11,14 +12,20 @@ from std_msgs.msg import Bool, Header, Int16MultiArray, String
 
 from predgen_ros.nodes.bringup import Graph, default_params_file
 from predgen_ros.nodes.common import AUDIO_QOS, TEXT_QOS
+from predgen_ros.nodes.probe import GraphProbe
 
-LONG = ("Robots that listen while you speak can prepare an answer early, "
-        "and this sentence is long enough to take several seconds to say out loud.")
+pytestmark = pytest.mark.graph
+
+LONG = (
+    "Robots that listen while you speak can prepare an answer early, "
+    "and this sentence is long enough to take several seconds to say out loud."
+)
 
 
 class Listener:
     def __init__(self):
-        self.node = rclpy.create_node("test_tts_listener")
+        self.probe = GraphProbe("test_tts_listener")
+        self.node = self.probe.node
         self.say = self.node.create_publisher(String, "tts/say", TEXT_QOS)
         self.candidate = self.node.create_publisher(String, "predgen/candidate", TEXT_QOS)
         self.partial = self.node.create_publisher(String, "asr/partial", TEXT_QOS)
@@ -35,11 +42,8 @@ class Listener:
         self.health += [{kv.key: kv.value for kv in s.values} for s in msg.status if s.name == "/predgen_ros/tts_node"]
 
     def spin_until(self, condition, timeout=60.0, graph=None):
-        deadline = time.time() + timeout
-        while not condition():
-            rclpy.spin_once(self.node, timeout_sec=0.02)
-            assert graph is None or graph.exited() is None, f"tts_node died: {graph.exited()}"
-            assert time.time() < deadline, "timed out"
+        self.probe.graph = graph
+        assert self.probe.wait_for(condition, timeout), "timed out"
 
     def is_speaking(self):
         return bool(self.speaking) and self.speaking[-1][1]
@@ -51,7 +55,9 @@ def tts(tmp_path, request):
     rclpy.init()
     with open(tmp_path / "tts.log", "w") as log, Graph(default_params_file(), overrides, nodes=("tts_node",), log=log) as graph:
         listener = Listener()
-        listener.spin_until(lambda: listener.node.count_subscribers("tts/say") > 0 and listener.health, graph=graph)
+        listener.probe.graph = graph
+        listener.probe.wait_active(["tts_node"])
+        listener.spin_until(lambda: listener.say.get_subscription_count() > 0 and listener.health, graph=graph)
         yield graph, listener, tmp_path / "wav"
         listener.node.destroy_node()
     rclpy.try_shutdown()
@@ -69,10 +75,10 @@ def test_barge_in_stops_speech_within_a_chunk(tts):
     listener.spin_until(lambda: not listener.is_speaking(), timeout=5, graph=graph)
     stopped_after = listener.speaking[-1][0] - t_user
     assert stopped_after < 0.35, stopped_after  # one 100 ms chunk, plus DDS delivery both ways
-    listener.say.publish(String(data=""))       # predgen_node ends the interrupted reply
+    listener.say.publish(String(data=""))  # predgen_node ends the interrupted reply
     with wave.open(str(wav_dir / "reply_001.wav")) as f:
         played = f.getnframes() / f.getframerate()
-    assert 0.9 < played < 1.6, played           # about the second it spoke, not the whole sentence
+    assert 0.9 < played < 1.6, played  # about the second it spoke, not the whole sentence
 
     # the next reply is spoken in full
     listener.say.publish(String(data="Of course."))

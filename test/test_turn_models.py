@@ -1,15 +1,18 @@
 """End-of-turn audio models on real (Piper) speech: Silero VAD and Smart Turn v3,
 and the endpoint policies driving StreamingAsr on that speech."""
+
 from __future__ import annotations
 
-import pytest
-
 from pathlib import Path
+
+import pytest
 
 from predgen_ros.audio.asr import StreamingAsr, chunks, make_recognizer, make_vad, read_wav
 from predgen_ros.audio.endpoint import EndpointConfig, Endpointer
 from predgen_ros.audio.turn_models import SileroVad, SmartTurn
 from predgen_ros.eval.make_bag import insert_pause
+
+pytestmark = pytest.mark.e2e
 
 QUESTIONS = ["What is the capital of France?", "How many legs does a spider have?", "Tell me a fun fact about octopuses."]
 SILENCE = b"\0" * 32000  # 1 s
@@ -31,11 +34,13 @@ def smart_turn():
 
 def test_silero_hears_speech_and_not_silence(speech):
     vad = SileroVad()
-    frames = [pcm[i:i + vad.frame_bytes] for pcm in speech.values() for i in range(0, len(pcm) - vad.frame_bytes, vad.frame_bytes)]
+    frames = [
+        pcm[i : i + vad.frame_bytes] for pcm in speech.values() for i in range(0, len(pcm) - vad.frame_bytes, vad.frame_bytes)
+    ]
     voiced = sum(vad.is_speech(frame) for frame in frames) / len(frames)
     vad.reset()
     assert voiced > 0.8
-    assert not any(vad.is_speech(SILENCE[:vad.frame_bytes]) for _ in range(20))
+    assert not any(vad.is_speech(SILENCE[: vad.frame_bytes]) for _ in range(20))
 
 
 @pytest.mark.parametrize("question", QUESTIONS)
@@ -56,8 +61,11 @@ def finals_of(asr, pcm):
 
 def test_smart_turn_ends_a_complete_question_after_a_short_pause(speech, smart_turn):
     config = EndpointConfig(policy="smart_turn", pause_s=0.15, max_silence_s=1.0)
-    asr = StreamingAsr(make_recognizer("pocketsphinx"), endpointer=Endpointer(config, lambda: smart_turn.probability(asr.utterance_audio)),
-                       vad=make_vad("silero"))
+    asr = StreamingAsr(
+        make_recognizer("pocketsphinx"),
+        endpointer=Endpointer(config, lambda: smart_turn.probability(asr.utterance_audio)),
+        vad=make_vad("silero"),
+    )
     finals = finals_of(asr, SILENCE[:16000] + speech[QUESTIONS[0]] + SILENCE * 2)
     assert len(finals) == 1 and "capital" in finals[0].text
     # the short pause (plus one chunk), not the fixed 0.35 s
@@ -71,8 +79,11 @@ def test_smart_turn_waits_through_a_hesitation_that_a_fixed_silence_cuts(speech,
     audio = SILENCE[:16000] + hesitant + SILENCE * 2
     fixed = finals_of(StreamingAsr(make_recognizer("pocketsphinx"), endpoint_silence=0.35, vad=make_vad("silero")), audio)
     config = EndpointConfig(policy="smart_turn", pause_s=0.15, max_silence_s=1.0)
-    asr = StreamingAsr(make_recognizer("pocketsphinx"), endpointer=Endpointer(config, lambda: smart_turn.probability(asr.utterance_audio)),
-                       vad=make_vad("silero"))
+    asr = StreamingAsr(
+        make_recognizer("pocketsphinx"),
+        endpointer=Endpointer(config, lambda: smart_turn.probability(asr.utterance_audio)),
+        vad=make_vad("silero"),
+    )
     assert len(fixed) == 2
     finals = finals_of(asr, audio)
     assert len(finals) == 1 and "fun fact about" in finals[0].text
@@ -86,10 +97,10 @@ def test_speech_resuming_after_an_early_final_continues_its_utterance(speech):
     asr = StreamingAsr(make_recognizer("pocketsphinx"), endpointer=Endpointer(config, lambda: 1.0), vad=make_vad("silero"))
     events = [event for chunk in chunks(SILENCE[:16000] + hesitant + SILENCE * 2) for event in asr.feed(chunk)] + asr.flush()
     finals = [event for event in events if event.kind == "final"]
-    assert len(finals) == 2                                     # early, then the whole question
+    assert len(finals) == 2  # early, then the whole question
     first, whole = finals[0].text, finals[1].text
     assert whole.startswith(first + " ") and "fun fact about" in whole
-    after = [e.text for e in events[events.index(finals[0]) + 1:] if e.kind == "partial"]
+    after = [e.text for e in events[events.index(finals[0]) + 1 :] if e.kind == "partial"]
     assert after and all(text.startswith(first + " ") for text in after)
 
 

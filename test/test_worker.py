@@ -1,4 +1,5 @@
 """The engine worker thread and its latest-wins mailbox."""
+
 from __future__ import annotations
 
 import logging
@@ -173,13 +174,16 @@ def test_words_after_an_early_final_cancel_its_end_of_turn(tiny_lm):
     """The user went on within the endpoint delay: the robot does not answer the cut
     question when the old end of turn falls due; it answers the whole one."""
     recorder = Recorder()
-    worker = EngineWorker(Session(tiny_lm, EngineConfig(policy="predgen", max_new_tokens=4), time.time), recorder, endpoint_delay=0.2)
+    worker = EngineWorker(
+        Session(tiny_lm, EngineConfig(policy="predgen", max_new_tokens=4), time.time), recorder, endpoint_delay=0.2
+    )
     now = time.time()
     worker.mailbox.post(Event("partial", "what is the capital", now))
     worker.mailbox.post(Event("final", "what is the capital", now))
     worker.mailbox.post(Event("partial", "what is the capital of france", now + 0.1))
     worker.start()
     try:
+
         def settled():  # the continuation was taken in, and the cut question's end of turn is past due
             heard = ("end_probability", "what is the capital of france") in [(kind, text) for kind, text, _ in recorder.emissions]
             return heard and time.time() > now + 0.3 and not worker.busy()

@@ -7,13 +7,15 @@ and asks a recognizer backend for the current hypothesis after every chunk.  Bac
 pocketsphinx (English model shipped in its wheel) and vosk (any vosk model
 folder).  Audio is 16 kHz mono int16 throughout.
 """
+
 from __future__ import annotations
 
 import json
 import wave
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -32,9 +34,9 @@ class AsrError(RuntimeError):
 
 @dataclass(frozen=True)
 class AsrEvent:
-    kind: str          # "partial" | "final"
+    kind: str  # "partial" | "final"
     text: str
-    t: float           # stream time of the chunk that produced it (s)
+    t: float  # stream time of the chunk that produced it (s)
     t_speech_end: float | None = None  # finals: end of the last voiced audio
 
 
@@ -128,8 +130,15 @@ def make_vad(kind: str = "webrtc", mode: int = 2):
 class StreamingAsr:
     """Utterance segmentation by voice activity, and transcripts on change."""
 
-    def __init__(self, recognizer: Recognizer, endpoint_silence: float = 0.5, vad_mode: int = 2, redecode_final: bool = True,
-                 endpointer: Endpointer | None = None, vad=None):
+    def __init__(
+        self,
+        recognizer: Recognizer,
+        endpoint_silence: float = 0.5,
+        vad_mode: int = 2,
+        redecode_final: bool = True,
+        endpointer: Endpointer | None = None,
+        vad=None,
+    ):
         """`redecode_final` False: the final is the last hypothesis, published at the
         endpoint; the recognizer's closing pass runs when the next utterance starts.
         `endpointer` None: a fixed `endpoint_silence`; `vad` None: WebRTC's at `vad_mode`."""
@@ -140,14 +149,14 @@ class StreamingAsr:
         self.vad = vad or make_vad("webrtc", vad_mode)
         self._frame = self.vad.frame_bytes
         self._buffer = b""
-        self._t = 0.0                 # stream time at the end of the audio seen so far
+        self._t = 0.0  # stream time at the end of the audio seen so far
         self._in_utterance = False
         self._last_voiced = 0.0
         self._hypothesis = ""
-        self._audio = bytearray()     # the utterance's latest audio, for Smart Turn
+        self._audio = bytearray()  # the utterance's latest audio, for Smart Turn
         self._text_estimate: tuple[str, float] | None = None  # (hypothesis, P(the user is done)) from the LLM
         self._early: tuple[str, float] | None = None  # (text, speech end) of the last final a pause decided
-        self._prefix = ""             # that final's text, while the user goes on after it
+        self._prefix = ""  # that final's text, while the user goes on after it
 
     @property
     def stream_time(self) -> float:
@@ -265,7 +274,7 @@ class StreamingAsr:
         last = None
         count = len(frames) // self._frame
         for i in range(count):
-            if self.vad.is_speech(frames[i * self._frame:(i + 1) * self._frame]):
+            if self.vad.is_speech(frames[i * self._frame : (i + 1) * self._frame]):
                 last = t_frames_end - (count - 1 - i) * self._frame / (2 * SAMPLE_RATE)
         return last
 
@@ -298,7 +307,7 @@ def read_wav(path: str | Path) -> bytes:
 def chunks(pcm: bytes, chunk_s: float = 0.1) -> Iterator[bytes]:
     size = 2 * int(SAMPLE_RATE * chunk_s)
     for start in range(0, len(pcm), size):
-        yield pcm[start:start + size]
+        yield pcm[start : start + size]
 
 
 def microphone_chunks(chunk_s: float = 0.1, device: str | None = None) -> Iterator[bytes]:
@@ -311,8 +320,9 @@ def microphone_chunks(chunk_s: float = 0.1, device: str | None = None) -> Iterat
     except OSError as err:  # the PortAudio library itself is missing
         raise AsrError(f"no audio capture: {err} (apt-get install libportaudio2)") from None
     try:
-        stream = sounddevice.RawInputStream(samplerate=SAMPLE_RATE, channels=1, dtype="int16",
-                                            blocksize=int(SAMPLE_RATE * chunk_s), device=device or None)
+        stream = sounddevice.RawInputStream(
+            samplerate=SAMPLE_RATE, channels=1, dtype="int16", blocksize=int(SAMPLE_RATE * chunk_s), device=device or None
+        )
     except (sounddevice.PortAudioError, ValueError) as err:
         raise AsrError(f"no audio capture device ({err}); use asr.input: a WAV file, or asr.backend: text") from None
     return _read_forever(stream, int(SAMPLE_RATE * chunk_s))

@@ -22,10 +22,11 @@ Policies (parameter `asr.endpoint.policy`):
   counts as "not complete", so `fused` without an estimate falls back to the
   other, and with neither to `max_silence_s`.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 POLICIES = ("fixed", "smart_turn", "llm", "fused")
 # what `predgen-ros endpoints` compares by default (fixed_<seconds>: a fixed silence)
@@ -39,11 +40,11 @@ class EndpointError(ValueError):
 @dataclass(frozen=True)
 class EndpointConfig:
     policy: str = "fixed"
-    silence_s: float = 0.35         # fixed: the trailing silence that ends an utterance; fused: one estimate says complete
-    pause_s: float = 0.15           # the other policies: a pause this long asks the estimates
-    max_silence_s: float = 1.0      # the other policies: end after this much silence whatever the estimates say
-    audio_threshold: float = 0.5    # Smart Turn's probability at or above which the turn is complete
-    text_threshold: float = 1e-3    # the LLM's end-of-message probability at or above which the turn is complete
+    silence_s: float = 0.35  # fixed: the trailing silence that ends an utterance; fused: one estimate says complete
+    pause_s: float = 0.15  # the other policies: a pause this long asks the estimates
+    max_silence_s: float = 1.0  # the other policies: end after this much silence whatever the estimates say
+    audio_threshold: float = 0.5  # Smart Turn's probability at or above which the turn is complete
+    text_threshold: float = 1e-3  # the LLM's end-of-message probability at or above which the turn is complete
 
     def __post_init__(self):
         if self.policy not in POLICIES:

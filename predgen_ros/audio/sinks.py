@@ -4,11 +4,12 @@ A sink receives one reply at a time: `begin(name, rate)`, int16 chunks through
 `play`, then `end()`.  Only the speaker paces itself (its writes block while
 the device plays); the caller paces the others when it wants real time.
 """
+
 from __future__ import annotations
 
 import wave
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -47,7 +48,7 @@ class WavSink(NullSink):
     def begin(self, name: str, sample_rate: int) -> None:
         path = self.folder / f"{name}.wav"
         try:
-            self._file = wave.open(str(path), "wb")
+            self._file = wave.open(str(path), "wb")  # noqa: SIM115 (open across write() calls; end() closes it)
         except OSError as err:
             raise SinkError(f"cannot write {path} ({err.strerror})") from None
         self._file.setnchannels(1)

@@ -3,6 +3,7 @@
 It simulates a user at a fixed speaking rate with the benchmark's partial
 rule, so the ROS graph and the benchmark see the same transcript stream.
 """
+
 from __future__ import annotations
 
 import json

@@ -3,6 +3,7 @@
 A candidate first sentence synthesized while the user still speaks is reused,
 without synthesizing again, when the same sentence is committed.
 """
+
 from __future__ import annotations
 
 import importlib.util

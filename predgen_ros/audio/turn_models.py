@@ -9,6 +9,7 @@
 Nothing is downloaded: a missing wheel is a one-line error naming the
 `pip install` that fixes it.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -19,7 +20,7 @@ import numpy as np
 
 from .asr import SAMPLE_RATE, AsrError
 
-SMART_TURN_SECONDS = 8          # the model reads the utterance's last 8 s (zero-padded at the front)
+SMART_TURN_SECONDS = 8  # the model reads the utterance's last 8 s (zero-padded at the front)
 _SMART_TURN_DIR = ("audio", "turn", "smart_turn")
 _SMART_TURN_MODEL = "smart-turn-v3.2-cpu.onnx"
 
@@ -79,12 +80,13 @@ class SmartTurn:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
-        self._session = ort.InferenceSession(str(folder / "data" / _SMART_TURN_MODEL), sess_options=options,
-                                             providers=["CPUExecutionProvider"])
+        self._session = ort.InferenceSession(
+            str(folder / "data" / _SMART_TURN_MODEL), sess_options=options, providers=["CPUExecutionProvider"]
+        )
 
     def probability(self, pcm: bytes) -> float:
         """16 kHz int16 audio of the utterance (its last 8 s are read)."""
-        samples = np.frombuffer(pcm, dtype=np.int16)[-SMART_TURN_SECONDS * SAMPLE_RATE:].astype(np.float32) / 32768.0
+        samples = np.frombuffer(pcm, dtype=np.int16)[-SMART_TURN_SECONDS * SAMPLE_RATE :].astype(np.float32) / 32768.0
         padded = np.pad(samples, (SMART_TURN_SECONDS * SAMPLE_RATE - len(samples), 0))
         features = self._features.compute_whisper_log_mel_features(padded, do_normalize=True)
         (output,) = self._session.run(None, {"input_features": features[np.newaxis]})

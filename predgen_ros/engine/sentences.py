@@ -5,13 +5,39 @@ quality comparisons never hinge on different cut points.  A boundary is only
 reported once the character after the terminal punctuation is known (or the
 reply ended), because "3." may still become "3.14".
 """
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
 ABBREVIATIONS = frozenset(
-    "mr mrs ms dr prof sr jr st vs etc e.g i.e a.m p.m u.s u.k no fig approx inc ltd co dept est".split()
+    [
+        "mr",
+        "mrs",
+        "ms",
+        "dr",
+        "prof",
+        "sr",
+        "jr",
+        "st",
+        "vs",
+        "etc",
+        "e.g",
+        "i.e",
+        "a.m",
+        "p.m",
+        "u.s",
+        "u.k",
+        "no",
+        "fig",
+        "approx",
+        "inc",
+        "ltd",
+        "co",
+        "dept",
+        "est",
+    ]
 )
 _TERMINALS = ".!?"
 _CLOSERS = "\"')]\u201d\u2019"
@@ -21,9 +47,9 @@ _WORD_BEFORE = re.compile(r"([A-Za-z][A-Za-z.]*)$")
 
 @dataclass(frozen=True)
 class SentenceRules:
-    min_chars: int = 20        # as LiveKit's sentence tokenizer: "Sure!" alone is too short a first chunk
+    min_chars: int = 20  # as LiveKit's sentence tokenizer: "Sure!" alone is too short a first chunk
     fallback_chars: int = 160  # replies without punctuation are cut at a word boundary
-    max_tokens: int = 64       # hard cap on the decoding spent before a first sentence
+    max_tokens: int = 64  # hard cap on the decoding spent before a first sentence
 
 
 def _is_abbreviation(text_before_dot: str) -> bool:

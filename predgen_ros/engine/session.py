@@ -32,26 +32,39 @@ early: a partial that adds words to the turn's final within
 CONTINUATION_WINDOW_S is the user going on, not a new question.  The turn
 listens again: its reply is unsaid (dropped from the history), and its
 candidate is verified against the longer question like any rewrite.
+
+The paper's terms (Li & Grover, PredGen) and where they live here:
+
+  speculate on a partial transcript   partial() -> _set_target(); the first pass
+                                      of _verify_against_new_transcript()
+  verify the candidate against a      _verify_against_new_transcript() ->
+  newer transcript (one pass)         verify.verify_candidate(): keep the accepted prefix
+  extend the candidate (AR / Jacobi)  _extend_candidate() -> decode.ar_step / jacobi_step
+  commit the first sentence           _commit_first_sentence(), at the end of turn
+  continue the reply                  _continue_reply(): the following sentences
+  (ours) anticipate the user's words  _start_guess() / _continue_guess() (engine/anticipate.py)
+
+A turn's phase (Phase) is SPECULATING until its first sentence is committed,
+SPEAKING while the rest of the reply is decoded, then DONE.
 """
+
 from __future__ import annotations
 
 import logging
-import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
+from enum import Enum
 
 from ..transcripts import words
 from .anticipate import Guess, ends_sentence, on_track
+from .config import DECODERS, POLICIES, VERIFIERS, ConfigError, EngineConfig  # noqa: F401 (a session is made from these)
 from .decode import ar_step, greedy_next, jacobi_step, ngram_draft
 from .lm import KVState, LanguageModel
-from .sentences import SentenceRules, split_first_sentence
+from .sentences import split_first_sentence
 from .verify import reply_ngrams, verify_candidate
 
 log = logging.getLogger(__name__)
 
-POLICIES = ("baseline", "preemptive", "predgen")
-VERIFIERS = ("exact", "topk", "margin", "minp")
-DECODERS = ("ar", "jacobi")
 # A copy of the finalized utterance arrives within this many seconds of its final
 # (DDS delivers the topics of one publisher milliseconds apart); the user cannot
 # end an utterance and say a new one that quickly.
@@ -61,64 +74,10 @@ LATE_COPY_WINDOW_S = 1.0
 CONTINUATION_WINDOW_S = 3.0
 
 
-class ConfigError(ValueError):
-    """An invalid engine setting; the message names it and the allowed values."""
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    policy: str = "predgen"
-    verifier: str = "exact"        # lossless; in a conversation still several times faster (README)
-    top_k: int = 3
-    # Rank alone lets an early guess answer a later question (README, "How it works"):
-    max_gap: float = 1.0           # top-K: nats a kept runner-up may lie below the most likely token (inf: the paper)
-    exact_head: int = 1            # all but exact: the reply's first tokens must be the most likely one
-    copy_guard: bool = True        # all but exact: a runner-up token may not copy an earlier reply
-    margin: float = 0.25           # margin: nats a kept token may lie below the most likely token, any rank
-    min_p: float = 0.5             # minp: a kept token has at least this share of the top token's probability
-    decoder: str = "ar"
-    jacobi_block: int = 8          # tokens per Jacobi iteration (1 exact + guesses)
-    margin_tokens: int = 2         # speculate this far past the first sentence
-    max_new_tokens: int = 256      # whole reply; 0 = stop after the first sentence
-    history_tokens: int = 1024     # earlier turns kept in the prompt (a long prompt slows every pass)
-    anticipate: bool = True        # predgen: speculate on the model's guess of the sentence's end (README: Recommendation)
-    anticipate_tokens: int = 12    # at most this many tokens of guessed user text
-    sentence: SentenceRules = field(default_factory=SentenceRules)
-
-    def __post_init__(self):
-        for name, value, allowed in (
-            ("policy", self.policy, POLICIES),
-            ("verifier", self.verifier, VERIFIERS),
-            ("decoder", self.decoder, DECODERS),
-        ):
-            if value not in allowed:
-                raise ConfigError(f"unknown {name} {value!r}: choose one of {', '.join(allowed)}")
-        if self.top_k < 1:
-            raise ConfigError(f"top_k must be >= 1, got {self.top_k}")
-        if not self.max_gap > 0:
-            raise ConfigError(f"max_gap must be > 0 nats, got {self.max_gap}")
-        if not self.margin > 0:
-            raise ConfigError(f"margin must be > 0 nats, got {self.margin}")
-        if not 0 < self.min_p <= 1:
-            raise ConfigError(f"min_p must lie in (0, 1], got {self.min_p}")
-        if self.exact_head < 0:
-            raise ConfigError(f"exact_head must be >= 0, got {self.exact_head}")
-        if self.jacobi_block < 1:
-            raise ConfigError(f"jacobi_block must be >= 1, got {self.jacobi_block}")
-        if self.anticipate_tokens < 1:
-            raise ConfigError(f"anticipate_tokens must be >= 1, got {self.anticipate_tokens}")
-        if self.history_tokens < 0:
-            raise ConfigError(f"history_tokens must be >= 0 (0 keeps no history), got {self.history_tokens}")
-
-    @property
-    def accept_k(self) -> int | None:
-        """The verifier's rank limit; None: any rank (margin and min-p limit the gap only)."""
-        return {"exact": 1, "topk": self.top_k}.get(self.verifier)
-
-    @property
-    def accept_gap(self) -> float:
-        """Nats a kept runner-up may lie below the top token (min-p's floor p is a gap of -ln p)."""
-        return {"exact": 0.0, "topk": self.max_gap, "margin": self.margin, "minp": -math.log(self.min_p)}[self.verifier]
+class Phase(Enum):
+    SPECULATING = "speculating"  # no sentence said yet: the candidate is verified and extended
+    SPEAKING = "speaking"  # the first sentence is committed; the rest of the reply is decoded
+    DONE = "done"  # the whole reply is out
 
 
 @dataclass
@@ -126,16 +85,16 @@ class TurnStats:
     """What happened in one turn, with times from the session's clock."""
 
     user_text: str = ""
-    utterance: str | None = None     # the ASR's utterance number, when it gives one
+    utterance: str | None = None  # the ASR's utterance number, when it gives one
     t_first_partial: float | None = None
     t_final: float | None = None
     t_speech_end: float | None = None  # the ASR's end of the user's voiced audio, when it gives one
     t_end_of_turn: float | None = None
     t_commit: float | None = None
     passes: list[tuple[float, float]] = field(default_factory=list)  # (start, stop) of each forward pass
-    rounds: int = 0                  # verifications (predgen) or restarts (preemptive, baseline)
-    guess_passes: int = 0            # passes spent guessing how the user's sentence ends (anticipation)
-    anticipated: str = ""            # the latest anticipated user text
+    rounds: int = 0  # verifications (predgen) or restarts (preemptive, baseline)
+    guess_passes: int = 0  # passes spent guessing how the user's sentence ends (anticipation)
+    anticipated: str = ""  # the latest anticipated user text
     end_probabilities: list[tuple[str, float]] = field(default_factory=list)  # (partial, P(the user is done))
     final_accepted: int | None = None  # candidate tokens kept by the verification against the final
     final_candidate: int | None = None
@@ -144,7 +103,7 @@ class TurnStats:
     jacobi_passes: int = 0
     jacobi_tokens: int = 0
     prompt_ids: list[int] = field(default_factory=list)
-    history_turns: int = 0           # earlier turns in the prompt
+    history_turns: int = 0  # earlier turns in the prompt
     first_sentence: str = ""
     first_sentence_ids: list[int] = field(default_factory=list)
     reply: str = ""
@@ -233,7 +192,7 @@ class Session:
     def _reopen_turn(self) -> None:
         """The turn listens again after an early final; the cache and its candidate
         stay, to be verified against the longer question."""
-        if self._done:
+        if self.phase is Phase.DONE:
             self.history.pop()  # the reply to the cut-off question is not the conversation
         t_first_partial, prompt, synced = self.turn.t_first_partial, self._prompt, self._synced_prompt
         self._start_turn()
@@ -291,10 +250,15 @@ class Session:
 
     # ------------------------------------------------------------------ work
     def has_work(self) -> bool:
-        if self._done:
+        if self.phase is Phase.DONE:
             return False
-        return (self._guess is not None or self._needs_sync or self._wants_token() or self._ready_to_commit()
-                or self._end_probability_known())
+        return (
+            self._guess is not None
+            or self._prompt_changed
+            or self._wants_token()
+            or self._ready_to_commit()
+            or self._end_probability_known()
+        )
 
     def step(self) -> list[tuple[str, str]]:
         """At most one forward pass, then the emissions it made possible."""
@@ -302,10 +266,10 @@ class Session:
         passes = self.lm.stats.passes
         if self._guess is not None:
             self._continue_guess()
-        elif self._needs_sync:
-            self._sync()
+        elif self._prompt_changed:
+            self._verify_against_new_transcript()
         elif self._wants_token():
-            self._decode()
+            self._extend_candidate()
         if self.lm.stats.passes > passes:
             self.turn.passes.append((start, self.clock()))
         return self._emissions()
@@ -315,29 +279,28 @@ class Session:
         self.turn = TurnStats()
         self._latest = ""
         self._heard_since_final = False  # a partial was taken after the turn's final
-        self._prompt: list[int] = []         # the prompt we should be answering
+        self._prompt: list[int] = []  # the prompt we should be answering
         self._synced_prompt: list[int] = []  # the prompt the cache currently starts with
-        self._needs_sync = False
-        self._finished = False   # the reply reached a stop token or its length cap
-        self._committed = False
-        self._done = False
-        self._spoken = 0         # characters of the reply already emitted as sentences
+        self.phase = Phase.SPECULATING
+        self._prompt_changed = False  # the prompt changed since the cache was verified against it
+        self._reply_complete = False  # the reply reached a stop token or its length cap
+        self._spoken = 0  # characters of the reply already emitted as sentences
         self._candidate = ""
         self._draft: list[int] = []
         self._analysis: tuple[int, tuple[str, int] | None] | None = None  # (cache version, first sentence)
-        self._ids_memo: tuple[int, int, list[int]] | None = None           # (cache version, end, its tokens)
-        self._version = 0        # bumped by every change of the cache
+        self._ids_memo: tuple[int, int, list[int]] | None = None  # (cache version, end, its tokens)
+        self._version = 0  # bumped by every change of the cache
         self._guess: Guess | None = None  # the continuation of the user's text being decoded
-        self._anticipated = ""   # the anticipated user text the target answers ("" : none)
+        self._anticipated = ""  # the anticipated user text the target answers ("" : none)
         self._held: list[int] | None = None  # the candidate reply, kept aside while the cache guesses
-        self._target_text = ""   # the user text the prompt holds
+        self._target_text = ""  # the user text the prompt holds
         self._end_scores: dict[str, float] = {}  # user text (as `words`) -> P(the message ends after it)
         self._unscored: str | None = None  # the latest partial, until its end probability is emitted
         replies = [self.lm.encode_reply(reply) for _, reply in self.history] if self.config.copy_guard else []
         self._history_ngrams = reply_ngrams(replies)  # what a runner-up token may not copy
 
     def _finish_turn(self) -> None:
-        if self._committed and not self._done:  # interrupted: keep what was said
+        if self.phase is Phase.SPEAKING:  # interrupted: keep what was said
             self._remember(self.turn.user_text, self._reply_text())
         self._start_turn()
 
@@ -356,13 +319,13 @@ class Session:
         del self.history[:dropped]  # out of the context for good: stop re-templating it
         if prompt != self._prompt:
             self._prompt = prompt
-            self._needs_sync = True
+            self._prompt_changed = True
             self.turn.prompt_ids = prompt
             self.turn.history_turns = len(self.history)
 
     @property
     def _reply_ids(self) -> list[int]:
-        return self.state.tokens[len(self._synced_prompt):]
+        return self.state.tokens[len(self._synced_prompt) :]
 
     def _pending(self) -> list[int]:
         """The greedy next token, known from the last pass without another one."""
@@ -379,7 +342,7 @@ class Session:
         self._guess = Guess(heard, self.lm.open_turn_ids(heard, self.history))
         self._anticipated = ""
         self._prompt, self._synced_prompt = [], []
-        self._needs_sync = False
+        self._prompt_changed = False
         self._version += 1
 
     def _continue_guess(self) -> None:
@@ -408,16 +371,25 @@ class Session:
             return held
         return self._reply_ids + self._pending() if self._synced_prompt else None
 
-    def _sync(self) -> None:
-        """Bring the cache in line with a changed prompt (one pass)."""
-        self._needs_sync = False
+    def _verify_against_new_transcript(self) -> None:
+        """One pass over a changed prompt: predgen verifies its candidate reply against it
+        and keeps the accepted prefix; the other policies (and a first partial) encode the
+        prompt and start the reply afresh."""
+        self._prompt_changed = False
         self.turn.rounds += 1
         self.state.watch, self.state.watched = self.lm.user_end(self._prompt), None
         candidate = self._candidate_to_verify()
         if candidate is not None:
-            kept = verify_candidate(self.state, self._prompt, candidate, self.config.accept_k,
-                                    self.config.accept_gap, self.config.exact_head, self._history_ngrams)
-            self._draft = candidate[kept + 1:]  # the rejected tail seeds the next Jacobi block
+            kept = verify_candidate(
+                self.state,
+                self._prompt,
+                candidate,
+                self.config.accept_k,
+                self.config.accept_gap,
+                self.config.exact_head,
+                self._history_ngrams,
+            )
+            self._draft = candidate[kept + 1 :]  # the rejected tail seeds the next Jacobi block
             if self.turn.t_final is not None:
                 self.turn.final_accepted, self.turn.final_candidate = kept, len(candidate)
         else:
@@ -439,7 +411,8 @@ class Session:
     def _end_probability_known(self) -> bool:
         return self._unscored is not None and words(self._unscored) in self._end_scores
 
-    def _decode(self) -> None:
+    def _extend_candidate(self) -> None:
+        """One decoding pass: a token (AR) or a block of guessed tokens (Jacobi)."""
         start = self.clock()
         if self.config.decoder == "jacobi":
             draft = self._draft or ngram_draft(self.state.tokens, self.config.jacobi_block - 1)
@@ -461,14 +434,14 @@ class Session:
         capped = cap > 0 and len(self._reply_ids) >= cap
         if capped and len(self._reply_ids) > cap:  # speculation ran past the cap: drop the excess
             self.state.crop(len(self._synced_prompt) + cap)
-        self._finished = stop or capped
+        self._reply_complete = stop or capped
 
     def _reply_text(self, with_pending: bool = False) -> str:
         return self.lm.decode(self._reply_ids + (self._pending() if with_pending else []))
 
     def _first_sentence(self) -> tuple[str, int] | None:
         """(first sentence, its end in the reply text) if complete, else None."""
-        if self._needs_sync or not self._synced_prompt:
+        if self._prompt_changed or not self._synced_prompt:
             return None
         if self._analysis is None or self._analysis[0] != self._version:
             self._analysis = (self._version, self._split_first_sentence())
@@ -478,17 +451,17 @@ class Session:
         # Look at most one token past the cap, so the cut never depends on how
         # far a policy happened to speculate.
         cap = self.config.sentence.max_tokens
-        reply = self._reply_ids if self._finished else self._reply_ids + self._pending()
+        reply = self._reply_ids if self._reply_complete else self._reply_ids + self._pending()
         ids = reply[: cap + 1]
         text = self.lm.decode(ids)
-        whole = self._finished and len(ids) == len(self._reply_ids)
+        whole = self._reply_complete and len(ids) == len(self._reply_ids)
         split = split_first_sentence(text, self.config.sentence, finished=whole)
         if split is not None:
             return split[0], len(text) - len(split[1])
         if len(ids) > cap:  # no sentence within the cap: its first `cap` tokens are one
             head = self.lm.decode(ids[:cap])
             return head.strip(), len(head)
-        if self._finished and not text.strip():
+        if self._reply_complete and not text.strip():
             return "", len(text)  # the model ended its reply at once
         return None
 
@@ -501,9 +474,9 @@ class Session:
         return self._ids_memo[2]
 
     def _wants_token(self) -> bool:
-        if self._needs_sync or not self._synced_prompt or self._finished:
+        if self._prompt_changed or not self._synced_prompt or self._reply_complete:
             return False
-        if self._committed:
+        if self.phase is not Phase.SPECULATING:
             return self.config.max_new_tokens > 0
         split = self._first_sentence()
         if split is None:
@@ -514,11 +487,11 @@ class Session:
         return after < self.config.margin_tokens
 
     def _ready_to_commit(self) -> bool:
-        return not self._committed and self.turn.t_end_of_turn is not None and self._first_sentence() is not None
+        return self.phase is Phase.SPECULATING and self.turn.t_end_of_turn is not None and self._first_sentence() is not None
 
     def _emissions(self) -> list[tuple[str, str]]:
         out = self._end_probability_emission()
-        if not self._committed:
+        if self.phase is Phase.SPECULATING:
             split = self._first_sentence()
             if split is None:
                 return out
@@ -527,9 +500,9 @@ class Session:
                     self._candidate = split[0]
                     out.append(("candidate", split[0]))
                 return out
-            self._commit(*split)
+            self._commit_first_sentence(*split)
             out.append(("commit", split[0]))
-        return out + self._following_sentences()
+        return out + self._continue_reply()
 
     def _end_probability_emission(self) -> list[tuple[str, str]]:
         """("end_probability", partial) once the latest partial's probability is known;
@@ -540,30 +513,30 @@ class Session:
         self.turn.end_probabilities.append((heard, self._end_scores[words(heard)]))
         return [("end_probability", heard)]
 
-    def _commit(self, sentence: str, end: int) -> None:
-        self._committed = True
+    def _commit_first_sentence(self, sentence: str, end: int) -> None:
+        self.phase = Phase.SPEAKING
         self.turn.t_commit = self.clock()
         self.turn.first_sentence = sentence
         self.turn.first_sentence_ids = self._sentence_ids(end)
         self._spoken = end
 
-    def _following_sentences(self) -> list[tuple[str, str]]:
+    def _continue_reply(self) -> list[tuple[str, str]]:
         """Sentences after the first, as they complete; then the whole reply."""
         if self.config.max_new_tokens == 0:
             return self._close_turn(self.turn.first_sentence)
         out = []
-        text = self._reply_text(with_pending=not self._finished)
-        while split := split_first_sentence(text[self._spoken:], self.config.sentence, finished=self._finished):
+        text = self._reply_text(with_pending=not self._reply_complete)
+        while split := split_first_sentence(text[self._spoken :], self.config.sentence, finished=self._reply_complete):
             if not split[0]:
                 break
             out.append(("sentence", split[0]))
             self._spoken = len(text) - len(split[1])
-        if self._finished:
+        if self._reply_complete:
             out += self._close_turn(text.strip())
         return out
 
     def _close_turn(self, reply: str) -> list[tuple[str, str]]:
         self.turn.reply = reply
-        self._done = True
+        self.phase = Phase.DONE
         self._remember(self.turn.user_text, reply)
         return [("done", reply)]

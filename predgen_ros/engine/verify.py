@@ -4,6 +4,7 @@ Both run ONE forward pass over [new prompt suffix ; whole candidate]: the
 logits at the candidate positions are the model's predictions for each
 candidate token under the new prompt.
 """
+
 from __future__ import annotations
 
 import math
@@ -11,7 +12,6 @@ import math
 import torch
 
 from .lm import KVState
-
 
 COPY_NGRAM = 4  # tokens: a run this long that also occurs in an earlier reply copies it
 
@@ -30,8 +30,14 @@ def copied_positions(candidate: list[int], ngrams: frozenset[tuple[int, ...]], n
     return copied
 
 
-def accepted_length(logits: torch.Tensor, candidate: list[int], top_k: int | None, max_gap: float = math.inf,
-                    exact_head: int = 0, history: frozenset[tuple[int, ...]] = frozenset()) -> int:
+def accepted_length(
+    logits: torch.Tensor,
+    candidate: list[int],
+    top_k: int | None,
+    max_gap: float = math.inf,
+    exact_head: int = 0,
+    history: frozenset[tuple[int, ...]] = frozenset(),
+) -> int:
     """How many leading candidate tokens pass: logits[j] predicts candidate[j].
 
     top_k == 1 is the exact verifier (token == argmax, lossless).  Otherwise a
@@ -65,8 +71,15 @@ def accepted_length(logits: torch.Tensor, candidate: list[int], top_k: int | Non
     return int(rejected[0, 0]) if len(rejected) else len(candidate)
 
 
-def verify_candidate(state: KVState, prompt: list[int], candidate: list[int], top_k: int | None, max_gap: float = math.inf,
-                     exact_head: int = 0, history: frozenset[tuple[int, ...]] = frozenset()) -> int:
+def verify_candidate(
+    state: KVState,
+    prompt: list[int],
+    candidate: list[int],
+    top_k: int | None,
+    max_gap: float = math.inf,
+    exact_head: int = 0,
+    history: frozenset[tuple[int, ...]] = frozenset(),
+) -> int:
     """Re-condition `candidate` on `prompt` in one pass; keep the accepted prefix.
 
     Afterwards the cache holds exactly prompt + candidate[:k] and

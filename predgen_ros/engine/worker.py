@@ -5,13 +5,14 @@ the worker takes everything posted between two forward passes, so a newer
 partial replaces an older one that was never looked at and a burst of partials
 costs one verification, not one per message.
 """
+
 from __future__ import annotations
 
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from .session import Session, TurnStats
 
@@ -21,8 +22,8 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Event:
     kind: str  # "partial" | "final" | "speech_end" | "reset"
-    text: str = ""   # speech_end: the utterance number ("" when the ASR gives none)
-    t: float = 0.0   # speech_end: the end of the user's voiced audio
+    text: str = ""  # speech_end: the utterance number ("" when the ASR gives none)
+    t: float = 0.0  # speech_end: the end of the user's voiced audio
 
 
 class Mailbox:
@@ -154,9 +155,8 @@ class EngineWorker:
         elif event.kind == "reset":
             self.session.reset()
             self._end_of_turn_at = None
-        if self.session.turn is not before:
-            if before.t_commit is not None and not before.reply:
-                self.emit("interrupted", "", before)
+        if self.session.turn is not before and before.t_commit is not None and not before.reply:
+            self.emit("interrupted", "", before)
 
     def _deliver_final(self, event: Event) -> None:
         # the pending end of speech belongs to this final, whether it starts a turn or
@@ -189,7 +189,11 @@ class EngineWorker:
         except Exception:
             self.errors += 1
             turn = self.session.turn
-            log.exception("engine error in turn %r (policy %s); dropping the turn", turn.user_text or "(no final yet)", self.session.config.policy)
+            log.exception(
+                "engine error in turn %r (policy %s); dropping the turn",
+                turn.user_text or "(no final yet)",
+                self.session.config.policy,
+            )
             if turn.t_commit is not None and not turn.reply:
                 self.emit("interrupted", "", turn)
             self.session.abandon_turn()

@@ -4,19 +4,20 @@ Messages are stored as CDR bytes with their type definitions embedded, so
 `ros2 bag info` / `ros2 bag play` of a ROS 2 distro open the bags, and rclpy's
 `serialize_message` / `deserialize_message` convert them without a typestore.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 # Topics of an evaluation bag and their types.
 USER_TOPICS = {
     "asr/partial": "std_msgs/msg/String",
     "asr/final": "std_msgs/msg/String",
-    "asr/speech_end": "std_msgs/msg/Header",   # stamp = end of the last voiced audio, frame_id = utterance number
+    "asr/speech_end": "std_msgs/msg/Header",  # stamp = end of the last voiced audio, frame_id = utterance number
     "audio/user": "std_msgs/msg/Int16MultiArray",  # 16 kHz mono chunks of the user's speech
-    "eval/turn": "std_msgs/msg/String",        # JSON: qid, reference text, true start and end of speech
+    "eval/turn": "std_msgs/msg/String",  # JSON: qid, reference text, true start and end of speech
 }
 GRAPH_TOPICS = {
     "predgen/candidate": "std_msgs/msg/String",
@@ -70,11 +71,16 @@ def read_bag(path: str | Path, topics: Iterable[str] | None = None) -> list[BagM
     try:
         with Reader(_bag_folder(path)) as reader:
             connections = [c for c in reader.connections if wanted is None or c.topic in wanted]
-            return [BagMessage(c.topic.lstrip("/"), c.msgtype, t, bytes(raw)) for c, t, raw in reader.messages(connections=connections)]
+            return [
+                BagMessage(c.topic.lstrip("/"), c.msgtype, t, bytes(raw))
+                for c, t, raw in reader.messages(connections=connections)
+            ]
     except BagError:
         raise
     except Exception as err:  # rosbags raises several kinds for damaged files
-        raise BagError(f"{path}: cannot read the bag ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else 'damaged'})") from None
+        raise BagError(
+            f"{path}: cannot read the bag ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else 'damaged'})"
+        ) from None
 
 
 def bag_summary(path: str | Path) -> str:
@@ -96,10 +102,14 @@ def bag_summary(path: str | Path) -> str:
                 f"Messages:          {reader.message_count}",
                 "Topic information:",
             ]
-            lines += [f"  Topic: {topic} | Type: {msgtype} | Count: {count}" for topic, (msgtype, count) in sorted(counts.items())]
+            lines += [
+                f"  Topic: {topic} | Type: {msgtype} | Count: {count}" for topic, (msgtype, count) in sorted(counts.items())
+            ]
             return "\n".join(lines)
     except Exception as err:
-        raise BagError(f"{path}: cannot read the bag ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else 'damaged'})") from None
+        raise BagError(
+            f"{path}: cannot read the bag ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else 'damaged'})"
+        ) from None
 
 
 def _bag_folder(path: str | Path) -> Path:

@@ -7,6 +7,7 @@ advances the clock by its measured wall time; idle gaps are skipped.  Every
 latency is measured from the end of user speech, including any wait for work
 that was in flight when the user stopped.
 """
+
 from __future__ import annotations
 
 import csv
@@ -18,8 +19,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..audio.tts import PiperSynthesizer
+from ..engine.config import EngineConfig
 from ..engine.lm import LanguageModel
-from ..engine.session import EngineConfig, Session, TurnStats
+from ..engine.metrics import turn_measures
+from ..engine.session import Session, TurnStats
 from .clock import VirtualClock
 from .questions import Question, TimedEvent, speak
 
@@ -43,13 +46,13 @@ class TurnRecord:
     jacobi_tokens: int
     first_sentence: str
     first_sentence_logprob: float
-    guess_nfe: int = 0                    # passes spent anticipating the end of the user's sentence
-    not_top_share: float = float("nan")   # its tokens that were not the most likely under the complete prompt
+    guess_nfe: int = 0  # passes spent anticipating the end of the user's sentence
+    not_top_share: float = float("nan")  # its tokens that were not the most likely under the complete prompt
     matches_baseline: bool | None = None
-    rouge_l: float | None = None          # ROUGE-L F-measure against baseline's first sentence
+    rouge_l: float | None = None  # ROUGE-L F-measure against baseline's first sentence
     repeats_opening: bool | None = None  # its first words repeat an earlier answer's (eval/conversation.py)
-    relevance: float | None = None       # log-probability under its own question minus under others
-    no_reply: str = ""               # why the question got no reply; "" when it was answered
+    relevance: float | None = None  # log-probability under its own question minus under others
+    no_reply: str = ""  # why the question got no reply; "" when it was answered
     early_finals: int | None = None  # eval --endpoint-policies: finals that cut the question off before its speech ended
     first_sentence_ids: list[int] = field(default_factory=list, repr=False)
     prompt_ids: list[int] = field(default_factory=list, repr=False)
@@ -59,12 +62,29 @@ class TurnRecord:
         return not self.no_reply and math.isfinite(self.audio_latency_s)
 
     @classmethod
-    def unanswered(cls, qid: str, policy: str, speech_s: float, reason: str) -> "TurnRecord":
+    def unanswered(cls, qid: str, policy: str, speech_s: float, reason: str) -> TurnRecord:
         """A question that got no reply: a row of its own, with the reason, and no measures."""
         nan = float("nan")
-        return cls(qid=qid, policy=policy, speech_s=speech_s, audio_latency_s=nan, ttfs_s=nan, nfe_tfs=0, input_nfe=0,
-                   input_llm_s=0.0, rounds=0, final_accepted=None, final_candidate=None, decode_tokens=0, decode_s=0.0,
-                   jacobi_passes=0, jacobi_tokens=0, first_sentence="", first_sentence_logprob=nan, no_reply=reason)
+        return cls(
+            qid=qid,
+            policy=policy,
+            speech_s=speech_s,
+            audio_latency_s=nan,
+            ttfs_s=nan,
+            nfe_tfs=0,
+            input_nfe=0,
+            input_llm_s=0.0,
+            rounds=0,
+            final_accepted=None,
+            final_candidate=None,
+            decode_tokens=0,
+            decode_s=0.0,
+            jacobi_passes=0,
+            jacobi_tokens=0,
+            first_sentence="",
+            first_sentence_logprob=nan,
+            no_reply=reason,
+        )
 
 
 def deliver(session: Session, event: TimedEvent) -> None:
@@ -107,27 +127,15 @@ def run_turn(session: Session, tts: PiperSynthesizer, events: list[TimedEvent], 
             raise RuntimeError("the session went idle without a reply")
 
 
-def turn_record(question: Question, policy: str, turn: TurnStats, t_start: float, t_end: float, first_audio: float,
-                lm: LanguageModel) -> TurnRecord:
-    before_end = turn.input_passes(t_end)
+def turn_record(
+    question: Question, policy: str, turn: TurnStats, t_start: float, t_end: float, first_audio: float, lm: LanguageModel
+) -> TurnRecord:
     logprob, not_top = lm.continuation_scores(turn.prompt_ids, turn.first_sentence_ids)
     return TurnRecord(
         qid=question.qid,
         policy=policy,
         speech_s=t_end - t_start,
-        audio_latency_s=first_audio - t_end,
-        ttfs_s=turn.t_commit - t_end,
-        nfe_tfs=turn.nfe_tfs,
-        input_nfe=len(before_end),
-        input_llm_s=sum(min(stop, t_end) - start for start, stop in before_end),
-        guess_nfe=turn.guess_passes,
-        rounds=turn.rounds,
-        final_accepted=turn.final_accepted,
-        final_candidate=turn.final_candidate,
-        decode_tokens=turn.decode_tokens,
-        decode_s=turn.decode_seconds,
-        jacobi_passes=turn.jacobi_passes,
-        jacobi_tokens=turn.jacobi_tokens,
+        **turn_measures(turn, t_end, first_audio),
         first_sentence=turn.first_sentence,
         first_sentence_logprob=logprob,
         not_top_share=not_top,
@@ -154,8 +162,11 @@ def _mean_or_none(values: list[float]) -> float | None:
 def _logprob_gap(rows: list[TurnRecord], baseline: dict[str, TurnRecord]) -> float | None:
     """Mean per-token log-probability baseline's first sentence has above this policy's,
     paired by question (each under its own complete prompt)."""
-    gaps = [baseline[r.qid].first_sentence_logprob - r.first_sentence_logprob for r in rows
-            if r.qid in baseline and math.isfinite(r.first_sentence_logprob) and math.isfinite(baseline[r.qid].first_sentence_logprob)]
+    gaps = [
+        baseline[r.qid].first_sentence_logprob - r.first_sentence_logprob
+        for r in rows
+        if r.qid in baseline and math.isfinite(r.first_sentence_logprob) and math.isfinite(baseline[r.qid].first_sentence_logprob)
+    ]
     return _mean_or_none(gaps)
 
 
@@ -175,7 +186,9 @@ def summarize(records: list[TurnRecord], policies: list[str]) -> dict:
         asked = [r for r in records if r.policy == policy]
         rows = [r for r in asked if r.answered]
         latency = [r.audio_latency_s for r in rows]
-        speedups = [baseline[r.qid].audio_latency_s / r.audio_latency_s for r in rows if r.qid in baseline and r.audio_latency_s > 0]
+        speedups = [
+            baseline[r.qid].audio_latency_s / r.audio_latency_s for r in rows if r.qid in baseline and r.audio_latency_s > 0
+        ]
         matches = [r.matches_baseline for r in rows if r.matches_baseline is not None]
         jacobi_passes = sum(r.jacobi_passes for r in rows)
         decode_s = sum(r.decode_s for r in rows)
@@ -195,7 +208,9 @@ def summarize(records: list[TurnRecord], policies: list[str]) -> dict:
             "differs_from_baseline_share": _mean_or_none([not m for m in matches]),
             "repeated_opening_share": _mean_or_none([r.repeats_opening for r in rows if r.repeats_opening is not None]),
             "relevance_mean": _mean_or_none([r.relevance for r in rows if r.relevance is not None]),
-            "first_sentence_logprob_mean": _mean_or_none([r.first_sentence_logprob for r in rows if r.first_sentence_ids and math.isfinite(r.first_sentence_logprob)]),
+            "first_sentence_logprob_mean": _mean_or_none(
+                [r.first_sentence_logprob for r in rows if r.first_sentence_ids and math.isfinite(r.first_sentence_logprob)]
+            ),
             "logprob_gap_to_baseline": _logprob_gap(rows, baseline),
             "not_top_share": _not_top_share(rows),
             "rouge_l_mean": _mean_or_none([r.rouge_l for r in rows if r.rouge_l is not None]),
@@ -225,9 +240,14 @@ def summarize_by_duration(records: list[TurnRecord], policies: list[str]) -> dic
         buckets[name] = {}
         for policy in policies:
             mine = [r for r in rows if r.policy == policy]
-            speedups = [baseline[r.qid].audio_latency_s / r.audio_latency_s for r in mine if r.qid in baseline and r.audio_latency_s > 0]
-            buckets[name][policy] = {"turns": len(mine), "audio_latency_p50_s": percentile([r.audio_latency_s for r in mine], 0.5),
-                                     "speedup_vs_baseline_p50": percentile(speedups, 0.5)}
+            speedups = [
+                baseline[r.qid].audio_latency_s / r.audio_latency_s for r in mine if r.qid in baseline and r.audio_latency_s > 0
+            ]
+            buckets[name][policy] = {
+                "turns": len(mine),
+                "audio_latency_p50_s": percentile([r.audio_latency_s for r in mine], 0.5),
+                "speedup_vs_baseline_p50": percentile(speedups, 0.5),
+            }
     return buckets
 
 
@@ -235,8 +255,11 @@ def format_duration_table(buckets: dict) -> str:
     """One line per bucket: turns, then each policy's audio p50 and speedup p50."""
     lines = []
     for name, per_policy in buckets.items():
-        cells = [f"{policy} {fmt(s['audio_latency_p50_s'], '.3f')}s {fmt(s['speedup_vs_baseline_p50'], '.2f')}x"
-                 for policy, s in per_policy.items() if s["turns"]]
+        cells = [
+            f"{policy} {fmt(s['audio_latency_p50_s'], '.3f')}s {fmt(s['speedup_vs_baseline_p50'], '.2f')}x"
+            for policy, s in per_policy.items()
+            if s["turns"]
+        ]
         turns = max(s["turns"] for s in per_policy.values())
         lines.append(f"speech {name:<8} {turns:>3} turns: " + ", ".join(cells))
     return "\n".join(lines)
@@ -252,7 +275,12 @@ def near_tie_report(records: list[TurnRecord], lm: LanguageModel, policy: str) -
             continue
         ours, theirs = r.first_sentence_ids, baseline[r.qid].first_sentence_ids
         split = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
-        entry = {"qid": r.qid, "position": split, "policy_sentence": r.first_sentence, "baseline_sentence": baseline[r.qid].first_sentence}
+        entry = {
+            "qid": r.qid,
+            "position": split,
+            "policy_sentence": r.first_sentence,
+            "baseline_sentence": baseline[r.qid].first_sentence,
+        }
         if split < min(len(ours), len(theirs)):
             logits = lm.token_logits(r.prompt_ids + ours[:split], [ours[split]])[0]
             entry["logit_gap"] = float(logits[theirs[split]] - logits[ours[split]])
@@ -303,7 +331,9 @@ def policy_variants(config: EngineConfig, policies: list[str]) -> dict[str, Engi
     return {p: replace(config, policy=p) for p in policies}
 
 
-def run_bench(lm: LanguageModel, tts: PiperSynthesizer, questions: list[Question], settings: BenchSettings, progress=None) -> list[TurnRecord]:
+def run_bench(
+    lm: LanguageModel, tts: PiperSynthesizer, questions: list[Question], settings: BenchSettings, progress=None
+) -> list[TurnRecord]:
     """All settings on all questions; one session (and one virtual clock) per setting on
     the shared model.  Independent questions reset the history before each one (to
     the question's own context: MT-Bench turn 1 and its reply before turn 2)."""

@@ -1,4 +1,5 @@
 """A virtual clock: compute advances time by its real duration, idle gaps are skipped."""
+
 from __future__ import annotations
 
 import time

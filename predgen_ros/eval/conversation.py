@@ -12,11 +12,12 @@ first words, survives to the final.  Three measures catch it:
                      each of a few other questions of the set (no history):
                      an answer to the question is more likely under it.
 """
+
 from __future__ import annotations
 
 import re
 import statistics
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 

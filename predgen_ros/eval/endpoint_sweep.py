@@ -14,6 +14,7 @@ utterance, so later estimates of a question that was cut may differ a little;
 the cut itself, and the delays of the questions that are not cut, are what a
 run of the policy measures (the sweep's fixed rows reproduce `endpoints`').
 """
+
 from __future__ import annotations
 
 import itertools
@@ -29,8 +30,8 @@ from .replay import QuestionMarker
 
 @dataclass
 class Pause:
-    t_voice_end: float      # stream time of the last voiced audio before it
-    audio: float | None     # Smart Turn's probability, asked when the pause reached pause_s
+    t_voice_end: float  # stream time of the last voiced audio before it
+    audio: float | None  # Smart Turn's probability, asked when the pause reached pause_s
     steps: list[tuple[float, float | None]] = field(default_factory=list)  # (silence so far, text estimate) per chunk
 
 
@@ -56,12 +57,16 @@ class PauseRecorder(Endpointer):
         return silence_s >= self.config.max_silence_s
 
 
-def observe_pauses(audio: list[tuple[float, bytes]], vad: str, text_estimate, smart_turn, pause_s: float,
-                   observe_s: float, progress=None) -> tuple[list[Pause], PolicyRun]:
+def observe_pauses(
+    audio: list[tuple[float, bytes]], vad: str, text_estimate, smart_turn, pause_s: float, observe_s: float, progress=None
+) -> tuple[list[Pause], PolicyRun]:
     """Every pause of the bag's speech, and what the ASR heard (for the text signal's AUC)."""
     asr = StreamingAsr(make_recognizer("pocketsphinx"), vad=make_vad(vad))
-    recorder = PauseRecorder(EndpointConfig(policy="fused", pause_s=pause_s, max_silence_s=observe_s),
-                             lambda: smart_turn.probability(asr.utterance_audio), lambda: asr.stream_time)
+    recorder = PauseRecorder(
+        EndpointConfig(policy="fused", pause_s=pause_s, max_silence_s=observe_s),
+        lambda: smart_turn.probability(asr.utterance_audio),
+        lambda: asr.stream_time,
+    )
     asr.endpointer = recorder
     heard = hear(f"observe {observe_s:g} s", asr, audio, text_estimate, progress)
     return recorder.pauses, heard
@@ -70,6 +75,7 @@ def observe_pauses(audio: list[tuple[float, bytes]], vad: str, text_estimate, sm
 @dataclass(frozen=True)
 class Rule:
     """One endpoint rule: the silence it needs, given the estimates."""
+
     policy: str
     pause_s: float = 0.15
     silence_s: float = 0.35
@@ -124,10 +130,14 @@ def score_rule(rule: Rule, pauses: list[Pause], markers: list[QuestionMarker], t
         fired = rule.fires(last[0]) if last else None
         if fired is not None:
             delays.append(last[0].t_voice_end + fired - end)
-    return {"rule": rule.label, **{k: getattr(rule, k) for k in ("policy", "pause_s", "silence_s", "max_silence_s",
-                                                                 "audio_threshold", "text_threshold")},
-            "endpoint_delay_p50_s": percentile(delays, 0.5), "endpoint_delay_p90_s": percentile(delays, 0.9),
-            "false_endpoint_rate": len(cut) / len(markers), "cut_off": cut}
+    return {
+        "rule": rule.label,
+        **{k: getattr(rule, k) for k in ("policy", "pause_s", "silence_s", "max_silence_s", "audio_threshold", "text_threshold")},
+        "endpoint_delay_p50_s": percentile(delays, 0.5),
+        "endpoint_delay_p90_s": percentile(delays, 0.9),
+        "false_endpoint_rate": len(cut) / len(markers),
+        "cut_off": cut,
+    }
 
 
 def sweep_rules() -> list[Rule]:
@@ -163,10 +173,14 @@ def pareto(scored: list[dict]) -> list[dict]:
     timed = [r for r in scored if r["endpoint_delay_p50_s"] is not None]
 
     def beaten(r: dict) -> bool:
-        return any(o["policy"] == r["policy"] and o is not r and o["endpoint_delay_p50_s"] <= r["endpoint_delay_p50_s"]
-                   and o["false_endpoint_rate"] <= r["false_endpoint_rate"]
-                   and (o["endpoint_delay_p50_s"], o["false_endpoint_rate"]) != (r["endpoint_delay_p50_s"], r["false_endpoint_rate"])
-                   for o in timed)
+        return any(
+            o["policy"] == r["policy"]
+            and o is not r
+            and o["endpoint_delay_p50_s"] <= r["endpoint_delay_p50_s"]
+            and o["false_endpoint_rate"] <= r["false_endpoint_rate"]
+            and (o["endpoint_delay_p50_s"], o["false_endpoint_rate"]) != (r["endpoint_delay_p50_s"], r["false_endpoint_rate"])
+            for o in timed
+        )
 
     return sorted((r for r in timed if not beaten(r)), key=lambda r: (r["policy"], r["endpoint_delay_p50_s"]))
 
@@ -178,18 +192,40 @@ def format_sweep(scored: list[dict], best: list[dict]) -> str:
     from .bench import fmt
 
     def row(r: dict, limit: str = "") -> str:
-        return (f"| {limit}{r['rule']} | {fmt(r['endpoint_delay_p50_s'], '.3f')} s | {fmt(r['endpoint_delay_p90_s'], '.3f')} s | "
-                f"{fmt(r['false_endpoint_rate'], '.1%')} |")
+        return (
+            f"| {limit}{r['rule']} | {fmt(r['endpoint_delay_p50_s'], '.3f')} s | {fmt(r['endpoint_delay_p90_s'], '.3f')} s | "
+            f"{fmt(r['false_endpoint_rate'], '.1%')} |"
+        )
 
     header = ["| rule | endpoint delay p50 | p90 | false endpoints |", "|---|---:|---:|---:|"]
     fixed = [r for r in scored if r["policy"] == "fixed"]
     frontier = []
     for limit in FRONTIER_LIMITS_S:
         for policy in ("smart_turn", "llm", "fused"):
-            within = [r for r in scored if r["policy"] == policy and r["endpoint_delay_p50_s"] is not None
-                      and r["endpoint_delay_p50_s"] <= limit]
+            within = [
+                r
+                for r in scored
+                if r["policy"] == policy and r["endpoint_delay_p50_s"] is not None and r["endpoint_delay_p50_s"] <= limit
+            ]
             if within:
-                frontier.append(row(min(within, key=lambda r: (r["false_endpoint_rate"], r["endpoint_delay_p50_s"])), f"≤ {limit:g} s: "))
-    return "\n".join(["Fixed silences:", "", *header, *map(row, fixed), "",
-                      "Per policy, the fewest cut-off questions within the target delay:", "", *header, *map(row, best), "",
-                      "Per median-delay limit and policy, the rule with the fewest cut-off questions:", "", *header, *frontier])
+                frontier.append(
+                    row(min(within, key=lambda r: (r["false_endpoint_rate"], r["endpoint_delay_p50_s"])), f"≤ {limit:g} s: ")
+                )
+    return "\n".join(
+        [
+            "Fixed silences:",
+            "",
+            *header,
+            *map(row, fixed),
+            "",
+            "Per policy, the fewest cut-off questions within the target delay:",
+            "",
+            *header,
+            *map(row, best),
+            "",
+            "Per median-delay limit and policy, the rule with the fewest cut-off questions:",
+            "",
+            *header,
+            *frontier,
+        ]
+    )

@@ -11,6 +11,7 @@ its final (p50, p90), the false-endpoint rate (questions with a final before
 their speech ended) and the questions cut off.  And the text signal's quality:
 ROC AUC of "this partial is the whole question" over every partial heard.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,7 +24,8 @@ from ..transcripts import words
 from .bags import BagError, read_bag
 from .replay import QuestionMarker
 
-def endpoint_config(name: str, base: EndpointConfig = EndpointConfig()) -> EndpointConfig:
+
+def endpoint_config(name: str, base: EndpointConfig = EndpointConfig()) -> EndpointConfig:  # noqa: B008 (frozen)
     """`fixed_0.35` -> a fixed 0.35 s silence; `smart_turn`, `llm`, `fused` as they are."""
     from dataclasses import replace
 
@@ -68,10 +70,9 @@ class TextEstimator:
 def load_audio(bag: Path, limit: int | None = None) -> tuple[list[tuple[float, bytes]], list[QuestionMarker], int]:
     """The user's audio chunks (stream time of their end, bytes), the question markers,
     and the bag time (ns) of stream time 0."""
+    import numpy as np
     from rclpy.serialization import deserialize_message
     from std_msgs.msg import Int16MultiArray, String
-
-    import numpy as np
 
     messages = read_bag(bag, ["audio/user", "eval/turn"])
     markers = [QuestionMarker(**json.loads(deserialize_message(m.raw, String).data)) for m in messages if m.topic == "eval/turn"]
@@ -86,8 +87,15 @@ def load_audio(bag: Path, limit: int | None = None) -> tuple[list[tuple[float, b
     return [((m.t_ns - t0_ns) / 1e9, pcm) for m, pcm in zip(audio, chunks)], markers, t0_ns
 
 
-def run_policy(name: str, config: EndpointConfig, audio: list[tuple[float, bytes]], vad: str,
-               text_estimate: TextEstimator | None, smart_turn=None, progress=None) -> PolicyRun:
+def run_policy(
+    name: str,
+    config: EndpointConfig,
+    audio: list[tuple[float, bytes]],
+    vad: str,
+    text_estimate: TextEstimator | None,
+    smart_turn=None,
+    progress=None,
+) -> PolicyRun:
     """The bag's audio through StreamingAsr with one endpoint policy."""
     asr = StreamingAsr(make_recognizer("pocketsphinx"), vad=make_vad(vad))
     audio_estimate = (lambda: smart_turn.probability(asr.utterance_audio)) if config.uses_audio else None
@@ -114,7 +122,7 @@ def hear(name: str, asr: StreamingAsr, audio: list[tuple[float, bytes]], text_es
 class QuestionOutcome:
     qid: str
     endpoint_delay_s: float | None  # first final after the true end of speech, minus that end
-    false_endpoints: int            # finals before the speech ended
+    false_endpoints: int  # finals before the speech ended
 
 
 def outcomes(run: PolicyRun, markers: list[QuestionMarker], t0_ns: int) -> list[QuestionOutcome]:
@@ -154,9 +162,16 @@ def text_signal_auc(run: PolicyRun, markers: list[QuestionMarker], t0_ns: int, t
         for partial in partials:
             (positives if words(partial.text) == whole else negatives).append(text_estimate(partial.text))
     # what a threshold would do: the share of complete and of incomplete partials at or above it
-    at = {f"{t:g}": {"complete": _share_at_least(positives, t), "incomplete": _share_at_least(negatives, t)} for t in TEXT_THRESHOLDS}
-    return {"roc_auc": roc_auc(positives, negatives), "complete_partials": len(positives), "incomplete_partials": len(negatives),
-            "at_threshold": at}
+    at = {
+        f"{t:g}": {"complete": _share_at_least(positives, t), "incomplete": _share_at_least(negatives, t)}
+        for t in TEXT_THRESHOLDS
+    }
+    return {
+        "roc_auc": roc_auc(positives, negatives),
+        "complete_partials": len(positives),
+        "incomplete_partials": len(negatives),
+        "at_threshold": at,
+    }
 
 
 def _share_at_least(values: list[float], threshold: float) -> float | None:
@@ -172,9 +187,15 @@ def summarize(name: str, config: EndpointConfig, results: list[QuestionOutcome])
     delays = [r.endpoint_delay_s for r in results if r.endpoint_delay_s is not None]
     cut = [r.qid for r in results if r.false_endpoints]
     return {
-        "policy": config.policy, "silence_s": config.silence_s, "pause_s": config.pause_s, "max_silence_s": config.max_silence_s,
-        "questions": len(results), "endpoint_delay_p50_s": percentile(delays, 0.5), "endpoint_delay_p90_s": percentile(delays, 0.9),
-        "false_endpoint_rate": len(cut) / len(results) if results else None, "cut_off": cut,
+        "policy": config.policy,
+        "silence_s": config.silence_s,
+        "pause_s": config.pause_s,
+        "max_silence_s": config.max_silence_s,
+        "questions": len(results),
+        "endpoint_delay_p50_s": percentile(delays, 0.5),
+        "endpoint_delay_p90_s": percentile(delays, 0.9),
+        "false_endpoint_rate": len(cut) / len(results) if results else None,
+        "cut_off": cut,
         "no_final": [r.qid for r in results if r.endpoint_delay_s is None],
     }
 
@@ -192,10 +213,14 @@ def format_table(summary: dict) -> str:
 
     lines = ["| policy | endpoint delay p50 | p90 | false endpoints | cut off |", "|---|---:|---:|---:|---|"]
     for name, s in summary["endpoint_policies"].items():
-        lines.append(f"| {name} | {fmt(s['endpoint_delay_p50_s'], '.3f')} s | {fmt(s['endpoint_delay_p90_s'], '.3f')} s | "
-                     f"{fmt(s['false_endpoint_rate'], '.1%')} | {', '.join(s['cut_off']) or '–'} |")
+        lines.append(
+            f"| {name} | {fmt(s['endpoint_delay_p50_s'], '.3f')} s | {fmt(s['endpoint_delay_p90_s'], '.3f')} s | "
+            f"{fmt(s['false_endpoint_rate'], '.1%')} | {', '.join(s['cut_off']) or '–'} |"
+        )
     text = summary.get("text_signal")
     if text:
-        lines.append(f"\ntext signal: ROC AUC {fmt(text['roc_auc'], '.3f')} over {text['complete_partials']} complete and "
-                     f"{text['incomplete_partials']} incomplete partials")
+        lines.append(
+            f"\ntext signal: ROC AUC {fmt(text['roc_auc'], '.3f')} over {text['complete_partials']} complete and "
+            f"{text['incomplete_partials']} incomplete partials"
+        )
     return "\n".join(lines)

@@ -8,6 +8,7 @@ common engine configuration.  A frontier run may repeat the comparison at
 several speaking rates and history budgets (issue 13, item 6); each run has its
 own baseline.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,7 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
-from ..engine.session import VERIFIERS, ConfigError, EngineConfig
+from ..engine.config import VERIFIERS, ConfigError, EngineConfig
 from .bench import fmt
 
 # The verifier parameter each kind's `=VALUE` sets, and how to read it.
@@ -28,7 +29,9 @@ def parse_setting(spec: str, base: EngineConfig) -> EngineConfig:
     verifier, _, anticipation = spec.strip().partition(ANTICIPATE)
     kind, _, value = verifier.partition("=")
     if kind not in VERIFIERS:
-        raise ConfigError(f"setting {spec!r}: unknown verifier {kind!r}, write KIND[=VALUE][+anticipate[=TOKENS]] with KIND one of {', '.join(VERIFIERS)}")
+        raise ConfigError(
+            f"setting {spec!r}: unknown verifier {kind!r}, write KIND[=VALUE][+anticipate[=TOKENS]] with KIND one of {', '.join(VERIFIERS)}"
+        )
     changes = {"policy": "predgen", "verifier": kind, "anticipate": ANTICIPATE in spec}
     if anticipation:
         if not anticipation.startswith("=") or not anticipation[1:].isdigit():
@@ -102,7 +105,9 @@ def plot_frontier(path: Path, runs: list[dict]) -> None:
 
     fig, (by_gap, by_match) = plt.subplots(1, 2, figsize=(12, 4.8))
     for run in runs:
-        points = [(label, s) for label, s in run["summary"].items() if label != "baseline" and s["speedup_vs_baseline_p50"] is not None]
+        points = [
+            (label, s) for label, s in run["summary"].items() if label != "baseline" and s["speedup_vs_baseline_p50"] is not None
+        ]
         for axis, key, scale in ((by_gap, "logprob_gap_to_baseline", 1.0), (by_match, "first_sentence_match", 100.0)):
             xs = [s[key] * scale if s[key] is not None else math.nan for _, s in points]
             ys = [s["speedup_vs_baseline_p50"] for _, s in points]

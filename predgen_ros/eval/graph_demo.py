@@ -7,15 +7,16 @@ tts_node writes each reply as a WAV file, and this process listens to
 `predgen/latency` for the per-turn reports.  A question without a report is
 shown as "no reply".  Latencies come from the graph's own clocks (real time).
 """
+
 from __future__ import annotations
 
 import json
 import statistics
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..nodes.bringup import Graph, GraphError
+from ..nodes.probe import GraphProbe
 
 
 @dataclass
@@ -27,46 +28,37 @@ class DemoSettings:
     turn_timeout_s: float = 180.0
 
 
-class ReportListener:
-    """An rclpy node in this process that collects latency reports and follows asr_node's state."""
+class ReportListener(GraphProbe):
+    """The probe, collecting latency reports as well."""
 
     def __init__(self, name: str = "predgen_demo_listener"):
-        import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
 
         from ..nodes.common import TEXT_QOS
 
-        self.rclpy = rclpy
-        self.node = rclpy.create_node(name)
+        super().__init__(name)
         self.reports: list[dict[str, str]] = []
-        self.asr_state = ""
         self.node.create_subscription(DiagnosticArray, "predgen/latency", self._on_report, TEXT_QOS)
-        self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_health, 10)
-
-    def _on_health(self, msg) -> None:
-        for status in msg.status:
-            if status.name == "/predgen_ros/asr_node":
-                self.asr_state = {kv.key: kv.value for kv in status.values}.get("state", "")
 
     def _on_report(self, msg) -> None:
         for status in msg.status:
-            self.reports.append({kv.key: kv.value for kv in status.values} | {"_level": int.from_bytes(status.level, "little"), "_message": status.message})
+            self.reports.append(
+                {kv.key: kv.value for kv in status.values}
+                | {"_level": int.from_bytes(status.level, "little"), "_message": status.message}
+            )
 
-    def spin_until(self, done, graph: Graph, timeout: float, progress=None) -> None:
-        deadline = time.time() + timeout
+    def wait_until_input_finished(self, timeout: float, progress=None) -> None:
+        """Until asr_node has spoken every question (and heard each reply end); reports count as progress."""
         seen = 0
-        while not done():
-            self.rclpy.spin_once(self.node, timeout_sec=0.1)
-            if len(self.reports) > seen and progress:
+
+        def finished() -> bool:
+            nonlocal seen
+            if progress and len(self.reports) > seen:
                 progress(len(self.reports) - seen)
                 seen = len(self.reports)
-            if (exited := graph.exited()) is not None:
-                raise GraphError(f"{exited[0]} exited with code {exited[1]}")
-            if time.time() > deadline:
-                raise GraphError(f"not finished within {timeout:g} s")
+            return self.value("asr_node", "state") == "input finished"
 
-    def close(self) -> None:
-        self.node.destroy_node()
+        self.spin_until(finished, timeout, "asr_node to finish its questions")
 
 
 def run_policy(policy: str, settings: DemoSettings, progress=None) -> list[dict[str, str]]:
@@ -74,15 +66,22 @@ def run_policy(policy: str, settings: DemoSettings, progress=None) -> list[dict[
     wav_dir = settings.out / policy
     wav_dir.mkdir(parents=True, exist_ok=True)
     overrides = {
-        "policy": policy, "asr.backend": "text", "asr.text.limit": settings.limit, "asr.text.wait_for_reply": True,
-        "asr.text.reply_timeout_s": settings.turn_timeout_s, "tts.sink": "wav", "tts.wav_dir": str(wav_dir.resolve()), "tts.realtime": False,
+        "policy": policy,
+        "asr.backend": "text",
+        "asr.text.limit": settings.limit,
+        "asr.text.wait_for_reply": True,
+        "asr.text.reply_timeout_s": settings.turn_timeout_s,
+        "tts.sink": "wav",
+        "tts.wav_dir": str(wav_dir.resolve()),
+        "tts.realtime": False,
     }
     log_path = settings.out / f"graph-{policy}.log"
     listener = ReportListener()
     with open(log_path, "w") as log, Graph(settings.params_file, overrides, log=log) as graph:
+        listener.graph = graph
         try:
             # asr_node asks each question once the previous reply has ended (or timed out)
-            listener.spin_until(lambda: listener.asr_state == "input finished", graph, settings.turn_timeout_s * settings.limit, progress)
+            listener.wait_until_input_finished(settings.turn_timeout_s * settings.limit, progress)
         except GraphError as err:
             raise GraphError(f"policy {policy}: {err}; see {log_path}") from None
         finally:
@@ -107,7 +106,11 @@ def latency_table(questions: list[str], reports: dict[str, list[dict[str, str] |
     """Per question: audio latency of each policy ("no reply" where none came), and baseline/last policy."""
     policies = list(reports)
     compare = "baseline" in reports and len(policies) > 1
-    header = f"{'turn':<5} {'question':<42}" + "".join(f" {p + ' (s)':>15}" for p in policies) + (f" {'speedup':>8}" if compare else "")
+    header = (
+        f"{'turn':<5} {'question':<42}"
+        + "".join(f" {p + ' (s)':>15}" for p in policies)
+        + (f" {'speedup':>8}" if compare else "")
+    )
     lines = [header, "-" * len(header)]
     latency = {p: [float(r["audio_latency_s"]) if r else None for r in rows] for p, rows in reports.items()}
     for i, question in enumerate(questions):
@@ -117,7 +120,10 @@ def latency_table(questions: list[str], reports: dict[str, list[dict[str, str] |
         if compare and None not in (values[0], values[-1]):
             line += f" {values[0] / values[-1]:>7.2f}x"
         lines.append(line)
-    p50 = [statistics.median(v for v in latency[p] if v is not None) if any(v is not None for v in latency[p]) else None for p in policies]
+    p50 = [
+        statistics.median(v for v in latency[p] if v is not None) if any(v is not None for v in latency[p]) else None
+        for p in policies
+    ]
     line = f"{'p50':<5} {'':<42}" + "".join(f" {'-':>15}" if v is None else f" {v:>15.3f}" for v in p50)
     if compare and None not in (p50[0], p50[-1]):
         line += f" {p50[0] / p50[-1]:>7.2f}x"

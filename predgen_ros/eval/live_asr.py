@@ -11,9 +11,8 @@ speech (`asr/speech_end`), and one that lies before the question's own end
 means a pause inside the question ended the turn.  The baseline runs once,
 with `baseline_endpoint`, for the ratio.
 """
-from __future__ import annotations
 
-import time
+from __future__ import annotations
 
 from ..nodes.bringup import Graph
 from .bags import GRAPH_TOPICS, USER_TOPICS, BagError, BagMessage, read_bag
@@ -48,6 +47,7 @@ def endpoint_overrides(name: str) -> dict:
 def live_asr_runs(settings: EvalSettings) -> list[GraphRun]:
     """In the order of the policies: the baseline once (with `baseline_endpoint`), every
     other policy once per endpoint policy."""
+
     def run(name: str, policy: str, endpoint: str) -> GraphRun:
         overrides = {"asr.backend": "pocketsphinx", "asr.input": "topic", **endpoint_overrides(endpoint)}
         return GraphRun(name, policy, overrides, LIVE_NODES, LivePlayer)
@@ -74,12 +74,8 @@ class LivePlayer(Player):
         """The end-of-speech stamp of the final that closes the question (the reply to it
         comes after it), once asr_node has sent it; None if it sends none in `timeout`."""
         closing_ns = marker.t_end_ns + shift_ns - int(CLOSING_TOLERANCE_S * 1e9)
-        deadline = time.time() + timeout
-        while not (closing := [t for t in self._speech_ends() if t >= closing_ns]):
-            if time.time() > deadline:
-                return None
-            self._spin_checked(graph, deadline + 1)
-        return closing[0]
+        closing = lambda: [t for t in self._speech_ends() if t >= closing_ns]  # noqa: E731
+        return closing()[0] if self.wait_for(lambda: bool(closing()), timeout) else None
 
     def records(self, name: str, markers: list[QuestionMarker], outcomes: list[tuple[int, str]]) -> list[TurnRecord]:
         records = super().records(name, markers, outcomes)
@@ -102,10 +98,15 @@ def endpoint_summary(records: list[TurnRecord], summary: dict, runs: list[GraphR
         cut = [r.qid for r in rows if r.early_finals]
         latencies = [r.audio_latency_s for r in rows if r.answered]
         result[run.name if several else run.name.split("@", 1)[1]] = {
-            "run": run.name, "questions": len(rows), "answered": len(latencies),
-            "audio_latency_p50_s": percentile(latencies, 0.5), "audio_latency_p90_s": percentile(latencies, 0.9),
-            "false_endpoint_rate": len(cut) / len(rows) if rows else None, "cut_off": cut,
-            "baseline_audio_latency_p50_s": baseline, "speedup_vs_baseline_p50": summary[run.name]["speedup_vs_baseline_p50"],
+            "run": run.name,
+            "questions": len(rows),
+            "answered": len(latencies),
+            "audio_latency_p50_s": percentile(latencies, 0.5),
+            "audio_latency_p90_s": percentile(latencies, 0.9),
+            "false_endpoint_rate": len(cut) / len(rows) if rows else None,
+            "cut_off": cut,
+            "baseline_audio_latency_p50_s": baseline,
+            "speedup_vs_baseline_p50": summary[run.name]["speedup_vs_baseline_p50"],
         }
     return result
 
@@ -113,10 +114,14 @@ def endpoint_summary(records: list[TurnRecord], summary: dict, runs: list[GraphR
 def format_endpoint_table(policies: dict) -> str:
     from .bench import fmt
 
-    lines = ["| endpoint policy | audio latency p50 | p90 | false endpoints | baseline p50 | speedup | cut off |",
-             "|---|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        "| endpoint policy | audio latency p50 | p90 | false endpoints | baseline p50 | speedup | cut off |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
     for name, s in policies.items():
-        lines.append(f"| {name} | {fmt(s['audio_latency_p50_s'], '.3f')} s | {fmt(s['audio_latency_p90_s'], '.3f')} s | "
-                     f"{fmt(s['false_endpoint_rate'], '.1%')} | {fmt(s['baseline_audio_latency_p50_s'], '.3f')} s | "
-                     f"{fmt(s['speedup_vs_baseline_p50'], '.2f')}x | {', '.join(s['cut_off']) or '–'} |")
+        lines.append(
+            f"| {name} | {fmt(s['audio_latency_p50_s'], '.3f')} s | {fmt(s['audio_latency_p90_s'], '.3f')} s | "
+            f"{fmt(s['false_endpoint_rate'], '.1%')} | {fmt(s['baseline_audio_latency_p50_s'], '.3f')} s | "
+            f"{fmt(s['speedup_vs_baseline_p50'], '.2f')}x | {', '.join(s['cut_off']) or '–'} |"
+        )
     return "\n".join(lines)

@@ -11,6 +11,7 @@ With `hesitations` > 0, that share of the questions (seeded) gets a pause of
 0.3-1.0 s at a word boundary inside it, as people hesitate: an endpoint that
 comes at such a pause cuts the question off (the marker lists the pauses).
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,8 @@ from .bags import USER_TOPICS, BagMessage, write_bag
 
 VOICED = 300  # int16 amplitude above which a sample counts as speech
 WORD_GAP_S = 0.02  # a quiet run this long inside the speech lies between two words
-HESITATION_S = (0.3, 1.0)       # the length of an inserted pause, drawn uniformly
-HESITATION_AT = (0.25, 0.75)    # where in the question it goes (share of its length)
+HESITATION_S = (0.3, 1.0)  # the length of an inserted pause, drawn uniformly
+HESITATION_AT = (0.25, 0.75)  # where in the question it goes (share of its length)
 
 
 @dataclass(frozen=True)
@@ -37,11 +38,11 @@ class BagSettings:
     backend: str = "pocketsphinx"
     vosk_model: str = ""
     endpoint_silence_s: float = 0.5
-    gap_s: float = 3.0      # silence before each question (and after the last)
+    gap_s: float = 3.0  # silence before each question (and after the last)
     chunk_s: float = 0.1
     redecode_final: bool = True  # False: the final is the last partial, sent at the endpoint
-    hesitations: float = 0.0     # percent of the questions with a pause inside
-    seed: int = 0                # which questions hesitate, where and how long
+    hesitations: float = 0.0  # percent of the questions with a pause inside
+    seed: int = 0  # which questions hesitate, where and how long
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class SpokenTurn:
     qid: str
     text: str
     t_start: float  # first voiced sample (s from the start of the stream)
-    t_end: float    # last voiced sample
+    t_end: float  # last voiced sample
     pauses: tuple[tuple[float, float], ...] = ()  # inserted hesitations: (start, length), s from the stream start
 
 
@@ -74,8 +75,9 @@ def insert_pause(pcm: bytes, fraction: float, pause_s: float) -> tuple[bytes, fl
     return np.concatenate([samples[:at], pause, samples[at:]]).tobytes(), at / SAMPLE_RATE
 
 
-def speak_questions(questions: list[Question], synth: PiperSynthesizer, gap_s: float, hesitations: float = 0.0,
-                    seed: int = 0) -> tuple[np.ndarray, list[SpokenTurn]]:
+def speak_questions(
+    questions: list[Question], synth: PiperSynthesizer, gap_s: float, hesitations: float = 0.0, seed: int = 0
+) -> tuple[np.ndarray, list[SpokenTurn]]:
     """The user's whole speech stream (16 kHz int16) and where each question is in it."""
     gap = np.zeros(int(gap_s * SAMPLE_RATE), dtype=np.int16)
     rng = random.Random(seed)
@@ -91,7 +93,11 @@ def speak_questions(questions: list[Question], synth: PiperSynthesizer, gap_s: f
         voiced = np.flatnonzero(np.abs(pcm.astype(np.int32)) > VOICED)
         start = length + len(gap)
         pauses = ((start / SAMPLE_RATE + pause[0], pause[1]),) if pause else ()
-        turns.append(SpokenTurn(question.qid, question.text, (start + voiced[0]) / SAMPLE_RATE, (start + voiced[-1] + 1) / SAMPLE_RATE, pauses))
+        turns.append(
+            SpokenTurn(
+                question.qid, question.text, (start + voiced[0]) / SAMPLE_RATE, (start + voiced[-1] + 1) / SAMPLE_RATE, pauses
+            )
+        )
         parts += [gap, pcm]
         length = start + len(pcm)
     parts.append(gap)
@@ -115,11 +121,17 @@ def make_bag(out: Path, questions: list[Question], settings: BagSettings, progre
 def bag_messages(questions: list[Question], settings: BagSettings, progress=None) -> tuple[list[BagMessage], float]:
     """Every message of the bag, and the length of the user's audio (s)."""
     from rclpy.serialization import serialize_message
-    from std_msgs.msg import Header, Int16MultiArray, MultiArrayDimension, String
+    from std_msgs.msg import String
+
+    from ..nodes.messages import audio_chunk, speech_end
 
     synth = PiperSynthesizer(reproducible=True)  # the same bag from the same questions and seed, on any load
     audio, turns = speak_questions(questions, synth, settings.gap_s, settings.hesitations, settings.seed)
-    asr = StreamingAsr(make_recognizer(settings.backend, settings.vosk_model), settings.endpoint_silence_s, redecode_final=settings.redecode_final)
+    asr = StreamingAsr(
+        make_recognizer(settings.backend, settings.vosk_model),
+        settings.endpoint_silence_s,
+        redecode_final=settings.redecode_final,
+    )
     t0 = time.time_ns()
     ns = lambda t: t0 + int(round(t * 1e9))  # noqa: E731  stream seconds -> bag time
     messages: list[BagMessage] = []
@@ -128,8 +140,13 @@ def bag_messages(questions: list[Question], settings: BagSettings, progress=None
         messages.append(BagMessage(topic, USER_TOPICS[topic], ns(t), serialize_message(msg)))
 
     for turn in turns:
-        marker = {"qid": turn.qid, "text": turn.text, "t_start_ns": ns(turn.t_start), "t_end_ns": ns(turn.t_end),
-                  "pauses": [[ns(start), length] for start, length in turn.pauses]}
+        marker = {
+            "qid": turn.qid,
+            "text": turn.text,
+            "t_start_ns": ns(turn.t_start),
+            "t_end_ns": ns(turn.t_end),
+            "pauses": [[ns(start), length] for start, length in turn.pauses],
+        }
         add("eval/turn", turn.t_start, String(data=json.dumps(marker, ensure_ascii=False)))
     finals = 0
 
@@ -139,7 +156,7 @@ def bag_messages(questions: list[Question], settings: BagSettings, progress=None
             add("asr/partial", t, String(data=event.text))
             return
         finals += 1
-        add("asr/speech_end", t, Header(stamp=stamp_of(ns(event.t_speech_end)), frame_id=str(finals)))
+        add("asr/speech_end", t, speech_end(stamp_of(ns(event.t_speech_end)), finals))
         add("asr/final", t + 1e-6, String(data=event.text))
 
     t_audio = 0.0
@@ -150,9 +167,7 @@ def bag_messages(questions: list[Question], settings: BagSettings, progress=None
             ends.pop(0)
             if progress:
                 progress()
-        msg = Int16MultiArray(data=np.frombuffer(chunk, dtype=np.int16).tolist())
-        msg.layout.dim = [MultiArrayDimension(label=f"mono_{SAMPLE_RATE}hz", size=len(chunk) // 2, stride=len(chunk) // 2)]
-        add("audio/user", t_audio, msg)
+        add("audio/user", t_audio, audio_chunk(np.frombuffer(chunk, dtype=np.int16), SAMPLE_RATE))
         started = time.perf_counter()
         events = asr.feed(chunk)
         t_heard = t_audio + (time.perf_counter() - started)  # published once the recognizer is done

@@ -1,4 +1,5 @@
 """Timed transcript events of a simulated user, for the virtual-clock benchmark."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

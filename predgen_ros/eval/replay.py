@@ -12,17 +12,19 @@ reply to the previous one has ended (or `reply_timeout_s` passed); the rest of
 the bag's timeline shifts by that wait, keeping its recorded gaps.  A question
 without a reply is a row of its own with the reason.
 """
+
 from __future__ import annotations
 
 import json
-import math
 import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..engine.metrics import first_audio_missing, measures_from_report
 from ..engine.params import ENGINE_PARAMS
 from ..nodes.bringup import Graph, GraphError
+from ..nodes.probe import GraphProbe
 from .bags import GRAPH_TOPICS, USER_TOPICS, BagError, BagMessage, read_bag, write_bag
 from .bench import TurnRecord, format_duration_table, format_table, mark_matches, summarize, summarize_by_duration, write_outputs
 from .conversation import score_answers
@@ -37,12 +39,12 @@ class EvalSettings:
     params_file: Path
     policies: tuple[str, ...] = ("baseline", "preemptive", "predgen")
     overrides: dict = field(default_factory=dict)
-    limit: int | None = None      # only the first N questions of the bag
-    keep_history: bool = False    # False: questions are independent, the history is reset before each
+    limit: int | None = None  # only the first N questions of the bag
+    keep_history: bool = False  # False: questions are independent, the history is reset before each
     reply_timeout_s: float = 120.0  # wait at most this long for a question's reply before the next question
     endpoint_policies: tuple[str, ...] = ()  # live ASR: the bag's audio through asr_node, one run per policy (eval/live_asr.py)
-    baseline_endpoint: str = "fixed_0.35"    # live ASR: the endpoint policy of the baseline run
-    resume: bool = False          # keep the runs already in out/runs/
+    baseline_endpoint: str = "fixed_0.35"  # live ASR: the endpoint policy of the baseline run
+    resume: bool = False  # keep the runs already in out/runs/
 
 
 @dataclass(frozen=True)
@@ -70,24 +72,27 @@ def load_replay(bag: Path, limit: int | None = None) -> tuple[list[BagMessage], 
     return replayed, markers
 
 
-class Player:
-    """Publishes the bag's ASR messages on time and records the graph's answers."""
+class Player(GraphProbe):
+    """The probe, publishing the bag's ASR messages on time and recording the graph's answers."""
 
     replayed = REPLAYED
     recorded_topics = GRAPH_TOPICS
 
     def __init__(self):
-        import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
         from std_msgs.msg import Bool, Header, Int16MultiArray, String
         from std_srvs.srv import Trigger
 
         from ..nodes.common import TEXT_QOS
 
-        self.rclpy = rclpy
-        self.node = rclpy.create_node("predgen_eval_player")
-        types = {"std_msgs/msg/String": String, "std_msgs/msg/Header": Header, "std_msgs/msg/Bool": Bool,
-                 "std_msgs/msg/Int16MultiArray": Int16MultiArray, "diagnostic_msgs/msg/DiagnosticArray": DiagnosticArray}
+        super().__init__("predgen_eval_player")
+        types = {
+            "std_msgs/msg/String": String,
+            "std_msgs/msg/Header": Header,
+            "std_msgs/msg/Bool": Bool,
+            "std_msgs/msg/Int16MultiArray": Int16MultiArray,
+            "diagnostic_msgs/msg/DiagnosticArray": DiagnosticArray,
+        }
         self.types = types
         self.publishers = {t: self.node.create_publisher(types[USER_TOPICS[t]], t, TEXT_QOS) for t in self.replayed}
         self.reset = self.node.create_client(Trigger, "/predgen_node/reset")
@@ -95,21 +100,36 @@ class Player:
         self.recorded: list[tuple[str, int, object]] = []
         self._last_final_ns: int | None = None
         for topic, msgtype in self.recorded_topics.items():
-            self.node.create_subscription(types[msgtype], topic, lambda msg, topic=topic: self.recorded.append((topic, time.time_ns(), msg)), TEXT_QOS)
+            self.node.create_subscription(
+                types[msgtype], topic, lambda msg, topic=topic: self.recorded.append((topic, time.time_ns(), msg)), TEXT_QOS
+            )
 
     def wait_for_graph(self, graph: Graph, timeout: float = 180.0) -> None:
-        deadline = time.time() + timeout
+        self.graph = graph
         # matched writers, not just discovered nodes: a final sent before predgen_node's
         # reader matched would be lost, and with it a question
-        while not (all(p.get_subscription_count() > 0 for p in self.publishers.values())
-                   and self.node.count_subscribers("asr/final") > 0 and self.node.count_publishers("robot_speaking") > 0 and self.node.count_publishers("predgen/latency") > 0
-                   and self.reset.service_is_ready()):
-            self._spin_checked(graph, deadline)
-        for _ in range(10):  # discovery settles both ways
-            self.rclpy.spin_once(self.node, timeout_sec=0.05)
+        self.spin_until(
+            lambda: (
+                all(p.get_subscription_count() > 0 for p in self.publishers.values())
+                and self.node.count_subscribers("asr/final") > 0
+                and self.node.count_publishers("robot_speaking") > 0
+                and self.node.count_publishers("predgen/latency") > 0
+                and self.reset.service_is_ready()
+            ),
+            timeout,
+            "the graph to come up",
+        )
+        self.spin_for(0.5)  # discovery settles both ways
 
-    def play(self, questions: list[list[BagMessage]], markers: list[QuestionMarker], graph: Graph,
-             reset_each: bool, reply_timeout_s: float, progress=None) -> list[tuple[int, str]]:
+    def play(
+        self,
+        questions: list[list[BagMessage]],
+        markers: list[QuestionMarker],
+        graph: Graph,
+        reset_each: bool,
+        reply_timeout_s: float,
+        progress=None,
+    ) -> list[tuple[int, str]]:
         """Publish each question's messages at their recorded offsets, after the reply
         to the previous question has ended; clear predgen_node's history before each
         question when `reset_each`.  Per question: (shift from bag time to replay time
@@ -151,41 +171,28 @@ class Player:
 
     def _reset_history(self, graph: Graph) -> None:
         future = self.reset.call_async(self.reset_request)
-        deadline = time.time() + 30
-        while not future.done():
-            self._spin_checked(graph, deadline, "predgen_node did not answer ~/reset within 30 s")
+        self.spin_until(future.done, 30, "predgen_node's answer to ~/reset")
 
     def _wait_for_reply(self, final_ns: int | None, graph: Graph, timeout: float) -> str:
         """Until the reply to the final sent at `final_ns` has ended: its latency report
         and its whole response are out and the robot is silent.  "" or why not."""
         if final_ns is None:
             return "the ASR gave no final transcript"
-        deadline = time.time() + timeout
-        while not self._reply_ended(final_ns):
-            if time.time() > deadline:
-                return f"no reply within {timeout:g} s"
-            self._spin_checked(graph, deadline + 1)
+        if not self.wait_for(lambda: self._reply_ended(final_ns), timeout):
+            return f"no reply within {timeout:g} s"
         return ""
 
     def _reply_ended(self, final_ns: int) -> bool:
-        reported = any(topic == "predgen/latency" and float(report_values(msg)["t_final_transcript"]) * 1e9 >= final_ns
-                       for topic, _, msg in self.recorded)
+        reported = any(
+            topic == "predgen/latency" and float(report_values(msg)["t_final_transcript"]) * 1e9 >= final_ns
+            for topic, _, msg in self.recorded
+        )
         responded = any(topic == "predgen/response" and t_ns >= final_ns for topic, t_ns, _ in self.recorded)
         speaking = [msg.data for topic, _, msg in self.recorded if topic == "robot_speaking"]
         return reported and responded and not (speaking and speaking[-1])
 
     def _wait_until(self, due_ns: int, graph: Graph) -> None:
-        while time.time_ns() < due_ns:
-            self.rclpy.spin_once(self.node, timeout_sec=min(0.05, max(0.0, (due_ns - time.time_ns()) / 1e9)))
-            if graph.exited() is not None:
-                raise GraphError(f"{graph.exited()[0]} exited with code {graph.exited()[1]}")
-
-    def _spin_checked(self, graph: Graph, deadline: float, late: str = "the graph did not come up") -> None:
-        self.rclpy.spin_once(self.node, timeout_sec=0.1)
-        if graph.exited() is not None:
-            raise GraphError(f"{graph.exited()[0]} exited with code {graph.exited()[1]}")
-        if time.time() > deadline:
-            raise GraphError(late)
+        self.spin_for(max(0.0, (due_ns - time.time_ns()) / 1e9))
 
     def records(self, name: str, markers: list[QuestionMarker], outcomes: list[tuple[int, str]]) -> list[TurnRecord]:
         return question_records(name, markers, outcomes, self.recorded)
@@ -193,10 +200,10 @@ class Player:
     def save(self, path: Path) -> None:
         from rclpy.serialization import serialize_message
 
-        write_bag(path, [BagMessage(topic, self.recorded_topics[topic], t_ns, serialize_message(msg)) for topic, t_ns, msg in self.recorded])
-
-    def close(self) -> None:
-        self.node.destroy_node()
+        write_bag(
+            path,
+            [BagMessage(topic, self.recorded_topics[topic], t_ns, serialize_message(msg)) for topic, t_ns, msg in self.recorded],
+        )
 
 
 def report_values(msg) -> dict[str, str]:
@@ -225,23 +232,21 @@ def question_records(policy: str, markers: list[QuestionMarker], outcomes: list[
             records.append(TurnRecord.unanswered(marker.qid, policy, speech_s, no_reply or "no latency report"))
             continue
         r = mine[-1]
-        t_end = (marker.t_end_ns + shift_ns) / 1e9
-        if r["first_sentence"] and math.isnan(float(r["t_first_audio"])):
+        if first_audio_missing(r):
             records.append(TurnRecord.unanswered(marker.qid, policy, speech_s, "the reply's first audio was never reported"))
             continue
-        records.append(TurnRecord(
-            qid=marker.qid, policy=policy, speech_s=speech_s,
-            audio_latency_s=float(r["t_first_audio"]) - t_end, ttfs_s=float(r["t_commit"]) - t_end,
-            nfe_tfs=int(r["nfe_tfs"]), input_nfe=int(r["input_nfe"]), input_llm_s=float(r["input_llm_s"]),
-            guess_nfe=int(r["guess_nfe"]), rounds=int(r["rounds"]), final_accepted=_int_or_none(r["accepted_tokens"]), final_candidate=_int_or_none(r["candidate_tokens"]),
-            decode_tokens=int(r["decode_tokens"]), decode_s=float(r["decode_s"]), jacobi_passes=int(r["jacobi_passes"]),
-            jacobi_tokens=int(r["jacobi_tokens"]), first_sentence=r["first_sentence"], first_sentence_logprob=float("nan"),
-        ))
+        true_end = (marker.t_end_ns + shift_ns) / 1e9
+        records.append(
+            TurnRecord(
+                qid=marker.qid,
+                policy=policy,
+                speech_s=speech_s,
+                **measures_from_report(r, true_end),
+                first_sentence=r["first_sentence"],
+                first_sentence_logprob=float("nan"),
+            )
+        )
     return records
-
-
-def _int_or_none(text: str) -> int | None:
-    return int(text) if text else None
 
 
 # ------------------------------------------------------------------ ASR quality
@@ -271,7 +276,9 @@ def asr_quality(messages: list[BagMessage], markers: list[QuestionMarker]) -> di
     from rclpy.serialization import deserialize_message
     from std_msgs.msg import String
 
-    texts = [(m.topic, m.t_ns, deserialize_message(m.raw, String).data) for m in messages if m.topic in ("asr/partial", "asr/final")]
+    texts = [
+        (m.topic, m.t_ns, deserialize_message(m.raw, String).data) for m in messages if m.topic in ("asr/partial", "asr/final")
+    ]
     utterances, current = [], []
     for topic, _, text in texts:
         if topic == "asr/partial":
@@ -296,6 +303,7 @@ def asr_quality(messages: list[BagMessage], markers: list[QuestionMarker]) -> di
 class GraphRun:
     """One replay of the bag: its name in the report, predgen_node's policy, the nodes
     started and their parameter overrides, and the player that feeds them."""
+
     name: str
     policy: str
     overrides: dict = field(default_factory=dict)
@@ -303,7 +311,9 @@ class GraphRun:
     player: type = Player
 
 
-def run_graph(run: GraphRun, messages: list[BagMessage], markers: list[QuestionMarker], settings: EvalSettings, progress=None) -> list[TurnRecord]:
+def run_graph(
+    run: GraphRun, messages: list[BagMessage], markers: list[QuestionMarker], settings: EvalSettings, progress=None
+) -> list[TurnRecord]:
     overrides = {"policy": run.policy, "tts.sink": "none", "tts.realtime": False, **settings.overrides, **run.overrides}
     log_path = settings.out / f"graph-{run.name}.log"
     player = run.player()
@@ -311,8 +321,14 @@ def run_graph(run: GraphRun, messages: list[BagMessage], markers: list[QuestionM
         with open(log_path, "w") as log, Graph(settings.params_file, overrides, nodes=run.nodes, log=log) as graph:
             try:
                 player.wait_for_graph(graph)
-                outcomes = player.play(split_by_question(messages, markers), markers, graph, not settings.keep_history,
-                                       settings.reply_timeout_s, progress)
+                outcomes = player.play(
+                    split_by_question(messages, markers),
+                    markers,
+                    graph,
+                    not settings.keep_history,
+                    settings.reply_timeout_s,
+                    progress,
+                )
             except GraphError as err:
                 raise GraphError(f"{run.name}: {err}; see {log_path}") from None
         player.save(settings.out / f"recorded_{run.name}")
@@ -367,8 +383,13 @@ def run_eval(settings: EvalSettings, progress=None) -> tuple[list[TurnRecord], d
         from .live_asr import endpoint_summary
 
         quality["endpoint_policies"] = endpoint_summary(records, summary, runs)
-    meta = {"bag": str(settings.bag), "questions": len(markers), "overrides": settings.overrides, "keep_history": settings.keep_history,
-            "live_asr": live}
+    meta = {
+        "bag": str(settings.bag),
+        "questions": len(markers),
+        "overrides": settings.overrides,
+        "keep_history": settings.keep_history,
+        "live_asr": live,
+    }
     write_outputs(settings.out, records, summary, meta, {}, extra=quality)
     (settings.out / "report.md").write_text(markdown_report(summary, quality, records, settings, names))
     return records, {**summary, **quality}
@@ -393,12 +414,18 @@ def markdown_report(summary: dict, quality: dict, records: list[TurnRecord], set
         f"# predgen_ros evaluation on `{settings.bag}`",
         "",
         f"{questions} questions replayed with their recorded timing, "
-        + ("their audio through asr_node, predgen_node and tts_node" if settings.endpoint_policies
-           else "their transcripts through predgen_node and tts_node")
+        + (
+            "their audio through asr_node, predgen_node and tts_node"
+            if settings.endpoint_policies
+            else "their transcripts through predgen_node and tts_node"
+        )
         + f", once per run ({', '.join(names)}), each question only after the reply to the previous one had ended. Audio latency is measured from the true end of speech (the last voiced sample) "
         "to the first audio chunk handed to the sink for the reply to the question's last final transcript. "
-        + ("The conversation history is kept across questions." if settings.keep_history
-           else "The questions are independent: predgen_node's history is reset before each."),
+        + (
+            "The conversation history is kept across questions."
+            if settings.keep_history
+            else "The questions are independent: predgen_node's history is reset before each."
+        ),
         "",
         f"- ASR revision rate: {quality['revision_rate']:.1%} of partial updates change a word other than the last",
         f"- ASR word error rate of the finals against the question text: {quality['wer']:.1%}",
@@ -412,8 +439,16 @@ def markdown_report(summary: dict, quality: dict, records: list[TurnRecord], set
         format_duration_table(quality["_by_duration"]),
         "```",
         "",
-        *(["Endpoint policies (the bag's audio through a live asr_node; a cut-off question got a final before its speech ended):", "",
-           format_endpoint_table(quality["endpoint_policies"]), ""] if "endpoint_policies" in quality else []),
+        *(
+            [
+                "Endpoint policies (the bag's audio through a live asr_node; a cut-off question got a final before its speech ended):",
+                "",
+                format_endpoint_table(quality["endpoint_policies"]),
+                "",
+            ]
+            if "endpoint_policies" in quality
+            else []
+        ),
         "| question | " + " | ".join(f"{p} (s)" for p in names) + " |",
         "|---|" + "---|" * len(names),
     ]

@@ -19,6 +19,7 @@ The last line printed is
   stress: sent=N answered=N faults=N crashes=N stuck=N max_rss_mb=X rss_growth_mb=Y
 (rss over the nodes; growth between answer `rss_from_turn` and the last answer).
 """
+
 from __future__ import annotations
 
 import shutil
@@ -28,7 +29,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..nodes.bringup import NODES, Graph
+from ..nodes.bringup import NODES, Graph, GraphError
+from ..nodes.probe import GraphProbe
 
 AWKWARD = (
     "hi",
@@ -73,12 +75,13 @@ class StressResult:
 
     @property
     def passed(self) -> bool:
-        return (self.answered == self.sent and not self.crashes and not self.stuck
-                and all(v == "ok" for v in self.faults.values()))
+        return self.answered == self.sent and not self.crashes and not self.stuck and all(v == "ok" for v in self.faults.values())
 
     def line(self) -> str:
-        return (f"stress: sent={self.sent} answered={self.answered} faults={len(self.faults)} crashes={self.crashes} "
-                f"stuck={self.stuck} max_rss_mb={self.max_rss_mb:.1f} rss_growth_mb={self.rss_growth_mb:.1f}")
+        return (
+            f"stress: sent={self.sent} answered={self.answered} faults={len(self.faults)} crashes={self.crashes} "
+            f"stuck={self.stuck} max_rss_mb={self.max_rss_mb:.1f} rss_growth_mb={self.rss_growth_mb:.1f}"
+        )
 
 
 def soak_utterances(turns: int) -> list[str]:
@@ -94,62 +97,35 @@ def soak_utterances(turns: int) -> list[str]:
     return [pool[i % len(pool)] for i in range(turns)]
 
 
-class Monitor:
-    """An rclpy node in this process: counts finals and responses, speaks for the fault scenarios."""
+class Monitor(GraphProbe):
+    """The probe, counting responses and speaking for the fault scenarios."""
 
     def __init__(self):
-        import rclpy
-        from diagnostic_msgs.msg import DiagnosticArray
         from std_msgs.msg import Header, String
-        from std_srvs.srv import Trigger
 
         from ..nodes.common import TEXT_QOS
 
-        self.rclpy = rclpy
-        self.node = rclpy.create_node("predgen_stress_monitor")
+        super().__init__("predgen_stress_monitor")
         self.responses: list[str] = []
-        self.health: dict[str, tuple[int, str, dict[str, str]]] = {}  # node -> (level, message, values)
         self.partial_pub = self.node.create_publisher(String, "asr/partial", TEXT_QOS)
         self.final_pub = self.node.create_publisher(String, "asr/final", TEXT_QOS)
         self.speech_end_pub = self.node.create_publisher(Header, "asr/speech_end", TEXT_QOS)
-        self.reset = self.node.create_client(Trigger, "/predgen_node/reset")
         self.node.create_subscription(String, "predgen/response", lambda m: self.responses.append(m.data), TEXT_QOS)
-        self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_health, 10)
-
-    def _on_health(self, msg) -> None:
-        for status in msg.status:
-            node = status.name.rsplit("/", 1)[-1]
-            self.health[node] = (int.from_bytes(status.level, "little"), status.message, {kv.key: kv.value for kv in status.values})
-
-    def value(self, node: str, key: str, default: str = "") -> str:
-        return self.health.get(node, (0, "", {}))[2].get(key, default)
-
-    def spin(self, seconds: float) -> None:
-        deadline = time.time() + seconds
-        while time.time() < deadline:
-            self.rclpy.spin_once(self.node, timeout_sec=min(0.05, max(0.0, deadline - time.time())))
-
-    def wait_for(self, condition, timeout: float) -> bool:
-        deadline = time.time() + timeout
-        while not condition():
-            if time.time() > deadline:
-                return False
-            self.rclpy.spin_once(self.node, timeout_sec=0.05)
-        return True
 
     def say(self, text: str, stop_after_words: int | None = None) -> None:
         """Word-by-word partials (50 ms apart), then the end of speech and the final."""
-        from std_msgs.msg import Header, String
+        from std_msgs.msg import String
 
         from ..nodes.common import stamp
+        from ..nodes.messages import speech_end
 
         words = text.split()
         for n in range(1, len(words) + 1):
             self.partial_pub.publish(String(data=" ".join(words[:n])))
-            self.spin(0.05)
+            self.spin_for(0.05)
             if stop_after_words == n:
                 return
-        self.speech_end_pub.publish(Header(stamp=stamp(time.time())))
+        self.speech_end_pub.publish(speech_end(stamp(time.time())))
         self.final_pub.publish(String(data=text))
 
     def answered(self, text: str, timeout: float) -> bool:
@@ -159,19 +135,12 @@ class Monitor:
         return self.wait_for(lambda: len(self.responses) > before, timeout)
 
     def predgen_serving(self, timeout: float) -> bool:
-        """True once a live predgen_node answers ~/reset (a killed one cannot)."""
-        from std_srvs.srv import Trigger
-
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.reset.wait_for_service(timeout_sec=1.0):
-                future = self.reset.call_async(Trigger.Request())
-                if self.wait_for(future.done, 5.0) and future.result() is not None:
-                    return True
-        return False
-
-    def close(self) -> None:
-        self.node.destroy_node()
+        """True once a live predgen_node is active (a killed one cannot answer)."""
+        try:
+            self.wait_active(["predgen_node"], timeout)
+        except GraphError:
+            return False
+        return True
 
 
 def node_rss_mb(graph: Graph) -> dict[str, float]:
@@ -193,7 +162,7 @@ def soak(graph: Graph, monitor: Monitor, settings: StressSettings, result: Stres
     last_change = time.time()
     give_up = time.time() + settings.soak_limit_s
     while True:
-        monitor.rclpy.spin_once(monitor.node, timeout_sec=0.1)
+        monitor.spin_for(0.1)
         sent = int(monitor.value("asr_node", "utterances", "0"))
         answered = len(monitor.responses)
         if answered > result.answered:
@@ -219,12 +188,19 @@ def soak(graph: Graph, monitor: Monitor, settings: StressSettings, result: Stres
             break
         if time.time() - last_change > settings.turn_timeout_s + 5 or time.time() > give_up:  # nothing moves any more
             result.stuck = max(1, result.sent - result.answered)
-            print(f"stress: the soak stopped at {result.answered} answers of {result.sent} utterances", file=sys.stderr, flush=True)
+            print(
+                f"stress: the soak stopped at {result.answered} answers of {result.sent} utterances", file=sys.stderr, flush=True
+            )
             break
     final_rss = node_rss_mb(graph)
     result.growth_by_node_mb = {n: final_rss[n] - baseline_rss[n] for n in final_rss if n in baseline_rss}
-    print("stress: rss growth from answer {}: {}".format(
-        settings.rss_from_turn, ", ".join(f"{n} {mb:+.1f} MB" for n, mb in result.growth_by_node_mb.items())), file=sys.stderr, flush=True)
+    print(
+        "stress: rss growth from answer {}: {}".format(
+            settings.rss_from_turn, ", ".join(f"{n} {mb:+.1f} MB" for n, mb in result.growth_by_node_mb.items())
+        ),
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def fault_predgen_kill(graph: Graph, monitor: Monitor, settings: StressSettings) -> str:
@@ -241,7 +217,7 @@ def fault_predgen_kill(graph: Graph, monitor: Monitor, settings: StressSettings)
 def fault_sink_failure(graph: Graph, monitor: Monitor, settings: StressSettings) -> str:
     wav_dir = (settings.out / "fault-wav").resolve()
     graph.kill("tts_node")
-    monitor.spin(0.5)
+    monitor.spin_for(0.5)
     monitor.health.pop("tts_node", None)  # forget the killed node's last report
     graph.launch("tts_node", {"tts.sink": "wav", "tts.wav_dir": str(wav_dir)})
     if not monitor.wait_for(lambda: "tts_node" in monitor.health, settings.restart_timeout_s):
@@ -305,10 +281,15 @@ def run_stress(settings: StressSettings, progress=None) -> StressResult:
     source = settings.out / "utterances.txt"
     source.write_text("\n".join(soak_utterances(settings.turns)) + "\n", encoding="utf-8")
     overrides = {
-        "policy": "predgen", "generation.max_new_tokens": settings.max_new_tokens,
-        "asr.backend": "text", "asr.text.source": str(source.resolve()), "asr.text.chars_per_minute": float(settings.chars_per_minute),
-        "asr.text.gap_s": 0.2, "asr.text.reply_timeout_s": float(settings.turn_timeout_s),
-        "tts.sink": "none", "tts.realtime": False,
+        "policy": "predgen",
+        "generation.max_new_tokens": settings.max_new_tokens,
+        "asr.backend": "text",
+        "asr.text.source": str(source.resolve()),
+        "asr.text.chars_per_minute": float(settings.chars_per_minute),
+        "asr.text.gap_s": 0.2,
+        "asr.text.reply_timeout_s": float(settings.turn_timeout_s),
+        "tts.sink": "none",
+        "tts.realtime": False,
     }
     result = StressResult()
     rclpy.init()
@@ -317,7 +298,9 @@ def run_stress(settings: StressSettings, progress=None) -> StressResult:
             monitor = Monitor()
             try:
                 if not monitor.predgen_serving(settings.restart_timeout_s):
-                    raise RuntimeError(f"predgen_node did not come up within {settings.restart_timeout_s:g} s; see {settings.out / 'graph.log'}")
+                    raise RuntimeError(
+                        f"predgen_node did not come up within {settings.restart_timeout_s:g} s; see {settings.out / 'graph.log'}"
+                    )
                 soak(graph, monitor, settings, result, progress)
                 graph.kill("asr_node")  # its input is done; the monitor speaks from here on
                 for name, scenario in FAULTS.items():

@@ -11,6 +11,7 @@ When the utterance ends is the endpoint policy's call (audio/endpoint.py): a
 fixed silence, or a short pause when Smart Turn (the audio) or the LLM (the
 words, from predgen_node's `turn/end_probability`) says the turn is complete.
 """
+
 from __future__ import annotations
 
 import queue
@@ -22,17 +23,32 @@ from diagnostic_msgs.msg import KeyValue
 from rclpy.node import Node
 from std_msgs.msg import Bool, Header, Int16MultiArray, String
 
-from ..audio.asr import BACKENDS, SAMPLE_RATE, VADS, AsrError, StreamingAsr, chunks, make_recognizer, make_vad, microphone_chunks, read_wav
+from ..audio.asr import (
+    BACKENDS,
+    SAMPLE_RATE,
+    VADS,
+    AsrError,
+    StreamingAsr,
+    chunks,
+    make_recognizer,
+    make_vad,
+    microphone_chunks,
+    read_wav,
+)
 from ..audio.endpoint import POLICIES, EndpointConfig, Endpointer, EndpointError
 from ..audio.text_asr import QuestionError, load_questions, text_partials
 from .common import ERROR, OK, TEXT_QOS, WARN, Diagnostics, StartupError, declare_parameters, run_node, stamp
+from .messages import audio_rate, speech_end
 
 ASR_PARAMS = {
     "asr.backend": ("pocketsphinx", f"{' | '.join(BACKENDS)}"),
     "asr.input": ("microphone", "pocketsphinx/vosk audio: 'microphone' (PortAudio), 'topic' (audio/user) or a WAV file path"),
     "asr.device": ("", "capture device name or index for 'microphone'; empty = system default"),
     "asr.chunk_ms": (100, "audio chunk fed to the recognizer (ms)"),
-    "asr.endpoint_silence_s": (0.5, "policy fixed: trailing silence that ends an utterance; fused: the pause when one estimate says complete (s)"),
+    "asr.endpoint_silence_s": (
+        0.5,
+        "policy fixed: trailing silence that ends an utterance; fused: the pause when one estimate says complete (s)",
+    ),
     "asr.endpoint.policy": ("fixed", f"when an utterance ends: {' | '.join(POLICIES)} (README: End of turn)"),
     "asr.endpoint.pause_s": (0.15, "smart_turn, llm, fused: a pause this long asks whether the turn is complete (s)"),
     "asr.endpoint.max_silence_s": (1.0, "smart_turn, llm, fused: end after this much silence whatever the estimates (s)"),
@@ -51,9 +67,6 @@ ASR_PARAMS = {
 }
 
 
-AUDIO_LABEL = f"mono_{SAMPLE_RATE}hz"  # audio/user's layout label, as tts_node and make-bag write it
-
-
 class AsrNode(Node):
     def __init__(self):
         super().__init__("asr_node")
@@ -65,7 +78,7 @@ class AsrNode(Node):
         self.asr: StreamingAsr | None = None
         self.create_subscription(KeyValue, "turn/end_probability", self._on_end_probability, TEXT_QOS)
         self.robot_speaking = False
-        self.replies = 0           # robot_speaking true -> false transitions seen
+        self.replies = 0  # robot_speaking true -> false transitions seen
         self.utterances = 0
         self.partials = 0
         self.state = "starting"
@@ -121,18 +134,25 @@ class AsrNode(Node):
                 continue
 
     def _on_audio(self, msg: Int16MultiArray, arrived: queue.Queue) -> None:
-        label = msg.layout.dim[0].label if msg.layout.dim else AUDIO_LABEL
-        if label != AUDIO_LABEL:
-            self.get_logger().warning(f"ignored audio/user chunk labelled {label!r}: asr_node hears 16 kHz mono int16 "
-                                      f"(layout label {AUDIO_LABEL!r})", throttle_duration_sec=5.0)
+        rate = audio_rate(msg)
+        if rate not in (None, SAMPLE_RATE):  # unlabelled chunks are taken as 16 kHz
+            label = msg.layout.dim[0].label
+            self.get_logger().warning(
+                f"ignored audio/user chunk labelled {label!r}: asr_node hears 16 kHz mono int16 (layout label 'mono_{SAMPLE_RATE}hz')",
+                throttle_duration_sec=5.0,
+            )
             return
         arrived.put(np.asarray(msg.data, dtype=np.int16).tobytes())
 
     def _endpointer(self, asr: StreamingAsr) -> Endpointer:
         config = EndpointConfig(
-            policy=self.p["asr.endpoint.policy"], silence_s=self.p["asr.endpoint_silence_s"],
-            pause_s=self.p["asr.endpoint.pause_s"], max_silence_s=self.p["asr.endpoint.max_silence_s"],
-            audio_threshold=self.p["asr.endpoint.audio_threshold"], text_threshold=self.p["asr.endpoint.text_threshold"])
+            policy=self.p["asr.endpoint.policy"],
+            silence_s=self.p["asr.endpoint_silence_s"],
+            pause_s=self.p["asr.endpoint.pause_s"],
+            max_silence_s=self.p["asr.endpoint.max_silence_s"],
+            audio_threshold=self.p["asr.endpoint.audio_threshold"],
+            text_threshold=self.p["asr.endpoint.text_threshold"],
+        )
         if not config.uses_audio:
             return Endpointer(config)
         from ..audio.turn_models import SmartTurn
@@ -145,7 +165,9 @@ class AsrNode(Node):
         try:
             probability = float(msg.value)
         except ValueError:
-            self.get_logger().warning(f"ignored turn/end_probability with value {msg.value!r}: not a number", throttle_duration_sec=5.0)
+            self.get_logger().warning(
+                f"ignored turn/end_probability with value {msg.value!r}: not a number", throttle_duration_sec=5.0
+            )
             return
         if self.asr is not None:
             self.asr.text_estimate(msg.key, probability)
@@ -164,7 +186,7 @@ class AsrNode(Node):
         if not text:
             return
         self.utterances += 1
-        self.speech_end_pub.publish(Header(stamp=stamp(t_speech_end), frame_id=str(self.utterances)))
+        self.speech_end_pub.publish(speech_end(stamp(t_speech_end), self.utterances))
         self.final_pub.publish(String(data=text))
 
     def _on_robot_speaking(self, msg: Bool) -> None:
@@ -234,13 +256,17 @@ class AsrNode(Node):
             self.publish_final(text, t0 + t_end)
             if self.p["asr.text.wait_for_reply"]:
                 self.state = "waiting for the reply"
-                self._wait_for(lambda: self.replies > replies and not self.robot_speaking, self.p["asr.text.reply_timeout_s"])
+                self._wait_for(
+                    lambda replies=replies: self.replies > replies and not self.robot_speaking, self.p["asr.text.reply_timeout_s"]
+                )
         self.state = "input finished"
 
     def _wait_for_listeners(self, need_tts: bool) -> None:
         """Start only once predgen_node listens (and tts_node, when a reply is awaited)."""
         self.state = "waiting for predgen_node"
-        self._wait_for(lambda: self.partial_pub.get_subscription_count() > 0 and self.final_pub.get_subscription_count() > 0, None)
+        self._wait_for(
+            lambda: self.partial_pub.get_subscription_count() > 0 and self.final_pub.get_subscription_count() > 0, None
+        )
         if need_tts:
             self.state = "waiting for tts_node"
             self._wait_for(lambda: self.count_publishers("robot_speaking") > 0, None)
@@ -260,11 +286,25 @@ class AsrNode(Node):
 
     # ----------------------------------------------------------- diagnostics
     def _health(self):
-        level = ERROR if self.state == "error" else WARN if self.state.startswith("waiting for ") and "reply" not in self.state else OK
-        return level, self.error or self.state, {
-            "backend": self.p["asr.backend"], "input": self.p["asr.input"] if self.p["asr.backend"] != "text" else "text",
-            "state": self.state, "utterances": self.utterances, "partials": self.partials, "robot_speaking": self.robot_speaking,
-        }
+        level = (
+            ERROR
+            if self.state == "error"
+            else WARN
+            if self.state.startswith("waiting for ") and "reply" not in self.state
+            else OK
+        )
+        return (
+            level,
+            self.error or self.state,
+            {
+                "backend": self.p["asr.backend"],
+                "input": self.p["asr.input"] if self.p["asr.backend"] != "text" else "text",
+                "state": self.state,
+                "utterances": self.utterances,
+                "partials": self.partials,
+                "robot_speaking": self.robot_speaking,
+            },
+        )
 
     def close(self) -> None:
         self._stopping.set()

@@ -4,6 +4,7 @@ The pip-only stand-in for `ros2 launch predgen_ros predgen.launch.py`: the
 same nodes, the same YAML, each node's log lines prefixed with its name, and
 all of them stopped together on Ctrl-C or as soon as one of them exits.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 NODES = ("asr_node", "predgen_node", "tts_node")
+MANAGED_NODES = ("predgen_node", "tts_node")  # lifecycle nodes: they share the `autostart` parameter
 
 
 class GraphError(RuntimeError):
@@ -49,7 +51,7 @@ def ros_value(value: Any) -> str:
 def node_command(node: str, params_file: Path, overrides: dict[str, Any]) -> list[str]:
     command = [sys.executable, "-m", f"predgen_ros.nodes.{node}", "--ros-args", "--params-file", str(params_file)]
     for name, value in overrides.items():
-        if node_for(name) == node:
+        if node_for(name) == node or (name == "autostart" and node in MANAGED_NODES):
             command += ["-p", f"{name}:={ros_value(value)}"]
     return command
 
@@ -57,8 +59,14 @@ def node_command(node: str, params_file: Path, overrides: dict[str, Any]) -> lis
 class Graph:
     """The running node processes."""
 
-    def __init__(self, params_file: Path, overrides: dict[str, Any] | None = None, nodes=NODES,
-                 env: dict[str, str] | None = None, log: TextIO | None = sys.stdout):
+    def __init__(
+        self,
+        params_file: Path,
+        overrides: dict[str, Any] | None = None,
+        nodes=NODES,
+        env: dict[str, str] | None = None,
+        log: TextIO | None = sys.stdout,
+    ):
         self.params_file = Path(params_file)
         self.overrides = overrides or {}
         self.nodes = nodes
@@ -67,7 +75,7 @@ class Graph:
         self.procs: dict[str, subprocess.Popen] = {}
         self._log_lock = threading.Lock()
 
-    def start(self) -> "Graph":
+    def start(self) -> Graph:
         for node in self.nodes:
             self.launch(node)
         return self
@@ -76,8 +84,9 @@ class Graph:
         """Start `node` (again, after it stopped: a supervisor's respawn); `overrides`
         replace the graph's for this start."""
         command = node_command(node, self.params_file, {**self.overrides, **(overrides or {})})
-        proc = subprocess.Popen(command, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, bufsize=1, start_new_session=True)
+        proc = subprocess.Popen(
+            command, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, start_new_session=True
+        )
         self.procs[node] = proc
         threading.Thread(target=self._relay, args=(node, proc), daemon=True).start()
         return proc
@@ -121,7 +130,7 @@ class Graph:
                 proc.kill()
                 proc.wait()
 
-    def __enter__(self) -> "Graph":
+    def __enter__(self) -> Graph:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -1,16 +1,19 @@
-"""What every predgen_ros node shares: parameters, QoS, diagnostics, startup."""
+"""What every predgen_ros node shares: parameters, QoS, diagnostics, the lifecycle, startup."""
+
 from __future__ import annotations
 
 import ctypes
 import math
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import rclpy
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rcl_interfaces.msg import ParameterDescriptor
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
@@ -28,18 +31,51 @@ class StartupError(RuntimeError):
     """A node cannot start; the message names the parameter and the value at fault."""
 
 
+# Where a parameter has a natural range, its descriptor carries it (ros2 param describe shows it).
+RANGES = {
+    "verifier.min_p": (0.0, 1.0),
+    "asr.endpoint.audio_threshold": (0.0, 1.0),
+    "asr.endpoint.text_threshold": (0.0, 1.0),
+    "asr.vad_mode": (0, 3),
+    "asr.chunk_ms": (10, 1000),
+    "tts.chunk_ms": (10, 1000),
+}
+
+MANAGED_PARAMS = {
+    "autostart": (True, "configure and activate at startup; false: wait for lifecycle transitions (ros2 lifecycle set)"),
+}
+
+
+def descriptor_for(name: str, default: Any, description: str) -> ParameterDescriptor:
+    """Read-only: a node reads its parameters once, so a change at run time would be silently
+    ignored; ros2 param set is refused instead.  With the parameter's range, if it has one."""
+    descriptor = ParameterDescriptor(description=description, read_only=True)
+    if name in RANGES:
+        low, high = RANGES[name]
+        if isinstance(default, int):
+            descriptor.integer_range = [IntegerRange(from_value=low, to_value=high, step=1)]
+        else:
+            descriptor.floating_point_range = [FloatingPointRange(from_value=float(low), to_value=float(high), step=0.0)]
+    return descriptor
+
+
 def declare_parameters(node: Node, table: dict[str, tuple[Any, str]]) -> dict[str, Any]:
     """Declare every (default, description) of `table`; return the values in effect.
 
     An override that names no declared parameter (a typo in the YAML or on the
-    command line) stops the node instead of being ignored.
+    command line) stops the node instead of being ignored, and so does a value
+    outside the parameter's range.
     """
-    from rclpy.exceptions import InvalidParameterTypeException
+    from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
 
     values = {}
     for name, (default, description) in table.items():
         try:
-            values[name] = node.declare_parameter(name, default, ParameterDescriptor(description=description)).value
+            values[name] = node.declare_parameter(name, default, descriptor_for(name, default, description)).value
+        except InvalidParameterValueException:
+            low, high = RANGES[name]
+            given = node._parameter_overrides[name].value
+            raise StartupError(f"{name}: {given!r} lies outside its range {low} to {high}") from None
         except InvalidParameterTypeException:
             given = node._parameter_overrides[name].value
             hint = f" (write {float(given)!r})" if isinstance(default, float) and isinstance(given, int) else ""
@@ -107,27 +143,118 @@ def run_node(name: str, make_node: Callable[[], Node], args: list[str] | None = 
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
     rclpy.init(args=args)
+    # The executor first: a stop signal that lands while the node starts (a launch or
+    # bringup stopping right after "ready") then ends it like one that lands while it spins.
+    executor = SingleThreadedExecutor()
+    node = None
     try:
         node = make_node()
+        if isinstance(node, ManagedNode):
+            node.start()
+        executor.add_node(node)
+        executor.spin()
     except StartupError as err:
         print(f"{name}: error: {err}", file=sys.stderr, flush=True)
-        rclpy.try_shutdown()
         return 2
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    try:
-        executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except Exception:
-        if node.context.ok():
+        if rclpy.ok():
             raise
-        # SIGTERM/SIGINT shut the context down while the executor built its wait set: a normal stop
+        # SIGTERM/SIGINT shut the context down while the node started or the executor waited: a normal stop
     finally:
-        close = getattr(node, "close", None)
-        if close:
-            close()
+        if node is not None:
+            node.close()
+            node.destroy_node()
         executor.shutdown()
-        node.destroy_node()
         rclpy.try_shutdown()
     return 0
+
+
+class ManagedNode(LifecycleNode):
+    """A ROS 2 managed node: parameters when made, resources at configure, work at activate.
+
+    A subclass loads its model or voice in configure() (a StartupError names the
+    parameter at fault; the node stays unconfigured), starts listening and working in
+    activate(), stops both in deactivate() without unloading, and frees the memory in
+    cleanup().  Diagnostics run in every state and name it.
+    """
+
+    def __init__(self, name: str, parameters: dict[str, tuple[Any, str]]):
+        super().__init__(name)
+        self.p = declare_parameters(self, {**parameters, **MANAGED_PARAMS})
+        self.failure = ""  # why the last configure failed
+        self._autostarting = False  # its failure is the process's one-line error, not a log line
+        Diagnostics(self, self._report)
+
+    @property
+    def lifecycle_state(self) -> str:
+        return self._state_machine.current_state[1]
+
+    # the lifecycle, as a subclass fills it in
+    def configure(self) -> None: ...
+    def activate(self) -> None: ...
+    def deactivate(self) -> None: ...
+    def cleanup(self) -> None: ...
+
+    def health(self) -> tuple[int, str, dict[str, Any]]:
+        """(level, message, key-values) of a configured node."""
+        return OK, self.lifecycle_state, {}
+
+    def _report(self) -> tuple[int, str, dict[str, Any]]:
+        if self.lifecycle_state in ("inactive", "active"):
+            level, message, values = self.health()
+            return level, message if self.lifecycle_state == "active" else f"inactive ({message})", values
+        if self.failure:
+            return ERROR, f"unconfigured: {self.failure}", {}
+        return OK, self.lifecycle_state, {}
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        try:
+            self.configure()
+        except StartupError as err:
+            self.failure = str(err)
+            if not self._autostarting:
+                self.get_logger().error(f"configure failed: {self.failure}")
+            self.cleanup()  # whatever configure() had made before it failed
+            return TransitionCallbackReturn.FAILURE
+        self.failure = ""
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.activate()
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.deactivate()
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.cleanup()
+        release_free_memory()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.close()
+        return TransitionCallbackReturn.SUCCESS
+
+    def start(self) -> None:
+        """autostart: configure and activate now; a failed configure is a StartupError."""
+        if not self.p["autostart"]:
+            self.get_logger().info("unconfigured; waiting for lifecycle transitions (autostart is false)")
+            return
+        self._autostarting = True
+        try:
+            configured = self.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        finally:
+            self._autostarting = False
+        if not configured:
+            raise StartupError(self.failure)
+        self.trigger_activate()
+
+    def close(self) -> None:
+        """Leave whatever state the node is in: stop the work, free the resources."""
+        if self.lifecycle_state == "active":
+            self.deactivate()
+        if self.lifecycle_state in ("active", "inactive"):
+            self.cleanup()

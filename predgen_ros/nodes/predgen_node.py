@@ -5,6 +5,7 @@ thread runs the model and publishes what each step emits.  One latency report
 per turn goes out on `predgen/latency` once tts_node says when the first audio
 of the reply reached the speaker (`tts/first_audio`).
 """
+
 from __future__ import annotations
 
 import math
@@ -13,23 +14,59 @@ import time
 from dataclasses import dataclass
 
 from diagnostic_msgs.msg import DiagnosticArray, KeyValue
-from rclpy.node import Node
 from std_msgs.msg import Header, String
 from std_srvs.srv import Trigger
 
+from ..engine.config import ConfigError
 from ..engine.lm import LanguageModel
+from ..engine.metrics import report_entries, turn_measures
 from ..engine.models import ModelError, load_pretrained
 from ..engine.params import ENGINE_PARAMS, engine_config
-from ..engine.session import ConfigError, Session, TurnStats
+from ..engine.session import Session, TurnStats
 from ..engine.worker import EngineWorker, Event
-from .common import ERROR, OK, TEXT_QOS, WARN, Diagnostics, StartupError, declare_parameters, release_free_memory, run_node, seconds, stamp, status
+from .common import (
+    ERROR,
+    OK,
+    TEXT_QOS,
+    WARN,
+    ManagedNode,
+    StartupError,
+    release_free_memory,
+    run_node,
+    seconds,
+    stamp,
+    status,
+)
+from .messages import end_probability, sentence_of, utterance_of
 
 PREDGEN_PARAMS = ENGINE_PARAMS
 # The key-values of each predgen/latency status (README: "predgen/latency").
 REPORT_KEYS = (
-    "turn", "policy", "transcript", "first_sentence", "history_turns", "prompt_tokens", "t_end_of_speech",
-    "t_final_transcript", "t_commit", "t_first_audio", "audio_latency_s", "ttfs_s", "nfe_tfs", "accepted_tokens",
-    "candidate_tokens", "rounds", "input_nfe", "input_llm_s", "guess_nfe", "end_probability", "end_scored_partials", "decode_tokens", "decode_s", "jacobi_passes", "jacobi_tokens",
+    "turn",
+    "policy",
+    "transcript",
+    "first_sentence",
+    "history_turns",
+    "prompt_tokens",
+    "t_end_of_speech",
+    "t_final_transcript",
+    "t_commit",
+    "t_first_audio",
+    "audio_latency_s",
+    "ttfs_s",
+    "nfe_tfs",
+    "accepted_tokens",
+    "candidate_tokens",
+    "rounds",
+    "input_nfe",
+    "input_llm_s",
+    "guess_nfe",
+    "end_probability",
+    "end_scored_partials",
+    "decode_tokens",
+    "decode_s",
+    "jacobi_passes",
+    "jacobi_tokens",
 )
 FIRST_AUDIO_TIMEOUT_S = 10.0  # report a turn without first-audio time after this long
 
@@ -41,10 +78,28 @@ class PendingReport:
     t_first_audio: float | None = None
 
 
-class PredgenNode(Node):
+class PredgenNode(ManagedNode):
     def __init__(self):
-        super().__init__("predgen_node")
-        self.p = declare_parameters(self, PREDGEN_PARAMS)
+        super().__init__("predgen_node", PREDGEN_PARAMS)
+        self.candidate_pub = self.create_publisher(String, "predgen/candidate", TEXT_QOS)
+        self.say_pub = self.create_publisher(String, "tts/say", TEXT_QOS)
+        self.response_pub = self.create_publisher(String, "predgen/response", TEXT_QOS)
+        self.latency_pub = self.create_publisher(DiagnosticArray, "predgen/latency", TEXT_QOS)
+        self.end_probability_pub = self.create_publisher(KeyValue, "turn/end_probability", TEXT_QOS)
+        self.lm: LanguageModel | None = None
+        self.session: Session | None = None
+        self.worker: EngineWorker | None = None
+        self._listening = []
+        self.turns = 0
+        self.ignored = 0
+        self._pending: list[PendingReport] = []
+        self._lock = threading.Lock()
+        self.create_service(Trigger, "~/reset", self._on_reset)
+        self.create_timer(1.0, self._report_overdue)
+
+    # ------------------------------------------------------------- lifecycle
+    def configure(self) -> None:
+        """Load the model (the slow, memory-heavy step) and make the session."""
         try:
             config, model_params = engine_config(self.p)
         except ConfigError as err:
@@ -52,32 +107,39 @@ class PredgenNode(Node):
         try:
             model, tokenizer = load_pretrained(model_params.path, model_params.device, model_params.dtype)
         except ModelError as err:
-            raise StartupError(f"{err} [model.path={model_params.path or '(embedded)'}, model.device={model_params.device}, model.dtype={model_params.dtype}]") from None
+            raise StartupError(
+                f"{err} [model.path={model_params.path or '(embedded)'}, model.device={model_params.device}, model.dtype={model_params.dtype}]"
+            ) from None
         self.lm = LanguageModel(model, tokenizer)
         self.session = Session(self.lm, config, time.time)
-        self.worker = EngineWorker(self.session, self._on_emission, float(self.p["endpoint_delay"]))
 
-        self.candidate_pub = self.create_publisher(String, "predgen/candidate", TEXT_QOS)
-        self.say_pub = self.create_publisher(String, "tts/say", TEXT_QOS)
-        self.response_pub = self.create_publisher(String, "predgen/response", TEXT_QOS)
-        self.latency_pub = self.create_publisher(DiagnosticArray, "predgen/latency", TEXT_QOS)
-        self.end_probability_pub = self.create_publisher(KeyValue, "turn/end_probability", TEXT_QOS)
-        self.turns = 0
-        self.ignored = 0
-        self._pending: list[PendingReport] = []
-        self._lock = threading.Lock()
+    def activate(self) -> None:
+        self.worker = EngineWorker(self.session, self._on_emission, float(self.p["endpoint_delay"]))
         self.worker.start()
         # Subscriptions last: asr_node starts talking once they exist.  The executor takes
         # ready messages in the order their subscriptions were made: asr/speech_end comes
         # before asr/final, so the final knows its utterance number.
-        self.create_subscription(String, "asr/partial", self._on_partial, TEXT_QOS)
-        self.create_subscription(Header, "asr/speech_end", self._on_speech_end, TEXT_QOS)
-        self.create_subscription(String, "asr/final", self._on_final, TEXT_QOS)
-        self.create_subscription(Header, "tts/first_audio", self._on_first_audio, TEXT_QOS)
-        self.create_service(Trigger, "~/reset", self._on_reset)
-        self.create_timer(1.0, self._report_overdue)
-        Diagnostics(self, self._health)
-        self.get_logger().info(f"ready: policy={config.policy} verifier={config.verifier} decoder={config.decoder} device={self.lm.device}")
+        self._listening = [
+            self.create_subscription(String, "asr/partial", self._on_partial, TEXT_QOS),
+            self.create_subscription(Header, "asr/speech_end", self._on_speech_end, TEXT_QOS),
+            self.create_subscription(String, "asr/final", self._on_final, TEXT_QOS),
+            self.create_subscription(Header, "tts/first_audio", self._on_first_audio, TEXT_QOS),
+        ]
+        config = self.session.config
+        self.get_logger().info(
+            f"ready (active): policy={config.policy} verifier={config.verifier} decoder={config.decoder} device={self.lm.device}"
+        )
+
+    def deactivate(self) -> None:
+        """Stop hearing the user and stop the worker; the model stays loaded."""
+        for subscription in self._listening:
+            self.destroy_subscription(subscription)
+        self._listening = []
+        self.worker.stop()
+        self.worker = None
+
+    def cleanup(self) -> None:
+        self.session = self.lm = None
 
     # ------------------------------------------------------------ callbacks
     def _on_partial(self, msg: String) -> None:
@@ -92,10 +154,16 @@ class PredgenNode(Node):
         self.worker.mailbox.post(Event("final", msg.data, time.time()))
 
     def _on_speech_end(self, msg: Header) -> None:
-        self.worker.mailbox.post(Event("speech_end", msg.frame_id.strip(), seconds(msg.stamp)))
+        self.worker.mailbox.post(Event("speech_end", utterance_of(msg) or "", seconds(msg.stamp)))
 
     def _on_reset(self, request, response):
-        self.worker.mailbox.post(Event("reset"))
+        if self.worker is not None:
+            self.worker.mailbox.post(Event("reset"))
+        elif self.session is not None:
+            self.session.reset()  # inactive: no worker shares the session
+        else:
+            response.success, response.message = False, f"predgen_node is {self.lifecycle_state}: configure it first"
+            return response
         response.success, response.message = True, "history cleared"
         self.get_logger().info("history cleared (~/reset)")
         return response
@@ -110,7 +178,7 @@ class PredgenNode(Node):
         if kind == "candidate":
             self.candidate_pub.publish(String(data=text))
         elif kind == "end_probability":  # key: the partial; value: P(the user is done after it)
-            self.end_probability_pub.publish(KeyValue(key=text, value=f"{turn.end_probabilities[-1][1]:.6g}"))
+            self.end_probability_pub.publish(end_probability(text, turn.end_probabilities[-1][1]))
         elif kind == "commit":
             self._on_commit(text, turn)
         elif kind == "sentence":
@@ -136,7 +204,7 @@ class PredgenNode(Node):
     # ------------------------------------------------------------- reports
     def _on_first_audio(self, msg: Header) -> None:
         with self._lock:
-            report = next((r for r in self._pending if r.turn.first_sentence == msg.frame_id), None)
+            report = next((r for r in self._pending if r.turn.first_sentence == sentence_of(msg)), None)
             if report is None:
                 return
             self._pending.remove(report)
@@ -155,9 +223,10 @@ class PredgenNode(Node):
         turn = report.turn
         t_end = turn.t_speech_end if turn.t_speech_end is not None else turn.t_final  # no asr/speech_end: the final's arrival
         first_audio = report.t_first_audio if report.t_first_audio is not None else math.nan
+        measures = turn_measures(turn, t_end, first_audio)
         values = {
             "turn": report.number,
-            "policy": self.session.config.policy,
+            "policy": self.p["policy"],
             "transcript": turn.user_text,
             "first_sentence": turn.first_sentence,
             "history_turns": turn.history_turns,
@@ -166,49 +235,44 @@ class PredgenNode(Node):
             "t_final_transcript": turn.t_final,
             "t_commit": turn.t_commit,
             "t_first_audio": first_audio,
-            "audio_latency_s": first_audio - t_end,
-            "ttfs_s": turn.t_commit - t_end,
-            "nfe_tfs": turn.nfe_tfs,
-            "accepted_tokens": "" if turn.final_accepted is None else turn.final_accepted,
-            "candidate_tokens": "" if turn.final_candidate is None else turn.final_candidate,
-            "rounds": turn.rounds,
-            "input_nfe": len(turn.input_passes(t_end)),
-            "input_llm_s": sum(min(stop, t_end) - start for start, stop in turn.input_passes(t_end)),
-            "guess_nfe": turn.guess_passes,
+            **report_entries(measures),
             "end_probability": turn.end_probabilities[-1][1] if turn.end_probabilities else math.nan,
             "end_scored_partials": len(turn.end_probabilities),
-            "decode_tokens": turn.decode_tokens,
-            "decode_s": turn.decode_seconds,
-            "jacobi_passes": turn.jacobi_passes,
-            "jacobi_tokens": turn.jacobi_tokens,
         }
         if not turn.first_sentence:
             level, message = OK, f"turn {report.number}: empty reply, nothing to say"
         elif math.isnan(first_audio):
             level, message = WARN, f"turn {report.number}: no tts/first_audio within {FIRST_AUDIO_TIMEOUT_S:g} s"
         else:
-            level, message = OK, f"turn {report.number}: audio latency {first_audio - t_end:.3f} s"
+            level, message = OK, f"turn {report.number}: audio latency {measures['audio_latency_s']:.3f} s"
         msg = DiagnosticArray()
         msg.header.stamp = stamp(time.time())
         msg.status = [status("/predgen_ros/predgen_node/turn", level, message, values)]
         self.latency_pub.publish(msg)
 
     # ----------------------------------------------------------- diagnostics
-    def _health(self):
+    def health(self):
+        """A configured node's state; the worker's figures while it is active."""
+        worker = self.worker
         values = {
-            "policy": self.session.config.policy, "device": str(self.lm.device), "turns": self.turns,
-            "history_turns": len(self.session.history), "busy": self.worker.busy(), "mailbox": len(self.worker.mailbox),
-            "partials_replaced": self.worker.mailbox.replaced, "ignored_messages": self.ignored,
-            "engine_errors": self.worker.errors, "forward_passes": self.lm.stats.passes,
+            "policy": self.session.config.policy,
+            "device": str(self.lm.device),
+            "turns": self.turns,
+            "history_turns": len(self.session.history),
+            "busy": bool(worker and worker.busy()),
+            "mailbox": len(worker.mailbox) if worker else 0,
+            "partials_replaced": worker.mailbox.replaced if worker else 0,
+            "ignored_messages": self.ignored,
+            "engine_errors": worker.errors if worker else 0,
+            "forward_passes": self.lm.stats.passes,
         }
-        if not self.worker.alive:
+        if worker is None:
+            return OK, "model loaded, not listening", values
+        if not worker.alive:
             return ERROR, "engine worker stopped", values
-        if self.worker.errors:
-            return WARN, f"{self.worker.errors} engine error(s), see the log", values
-        return OK, "generating" if self.worker.busy() else "idle", values
-
-    def close(self) -> None:
-        self.worker.stop()
+        if worker.errors:
+            return WARN, f"{worker.errors} engine error(s), see the log", values
+        return OK, "generating" if worker.busy() else "idle", values
 
 
 def main(args: list[str] | None = None) -> int:

@@ -6,6 +6,7 @@ committed first sentence that was foreseen starts playing at once.  The time
 the first chunk of each reply reaches the sink goes out on `tts/first_audio`
 (stamp; frame_id = the sentence) for predgen_node's latency report.
 """
+
 from __future__ import annotations
 
 import threading
@@ -13,12 +14,22 @@ import time
 from collections import deque
 
 import numpy as np
-from rclpy.node import Node
-from std_msgs.msg import Bool, Header, Int16MultiArray, MultiArrayDimension, String
+from std_msgs.msg import Bool, Header, Int16MultiArray, String
 
 from ..audio.sinks import SINKS, SinkError, make_sink
 from ..audio.tts import PiperSynthesizer, VoiceError
-from .common import AUDIO_QOS, ERROR, OK, TEXT_QOS, Diagnostics, StartupError, declare_parameters, release_free_memory, run_node, stamp
+from .common import (
+    AUDIO_QOS,
+    ERROR,
+    OK,
+    TEXT_QOS,
+    ManagedNode,
+    StartupError,
+    release_free_memory,
+    run_node,
+    stamp,
+)
+from .messages import audio_chunk, first_audio
 
 TTS_PARAMS = {
     "tts.voice_path": ("", "Piper voice .onnx (its .onnx.json beside it); empty = embedded en_US joe medium"),
@@ -34,28 +45,23 @@ TTS_PARAMS = {
 MAX_QUEUED = 256  # sentences; a sane bound, never reached by a real reply
 
 
-class TtsNode(Node):
+class TtsNode(ManagedNode):
     def __init__(self):
-        super().__init__("tts_node")
-        self.p = declare_parameters(self, TTS_PARAMS)
-        try:
-            self.synth = PiperSynthesizer(self.p["tts.voice_path"] or None, self.p["tts.cache_size"])
-        except VoiceError as err:
-            raise StartupError(f"tts.voice_path: {err}") from None
+        super().__init__("tts_node", TTS_PARAMS)
         self.audio_pub = self.create_publisher(Int16MultiArray, "tts/audio", AUDIO_QOS) if self.p["tts.sink"] == "topic" else None
-        try:
-            self.sink = make_sink(self.p["tts.sink"], self.p["tts.wav_dir"], self._publish_audio, self.p["tts.device"])
-        except SinkError as err:
-            raise StartupError(str(err)) from None
         self.speaking_pub = self.create_publisher(Bool, "robot_speaking", TEXT_QOS)
         self.first_audio_pub = self.create_publisher(Header, "tts/first_audio", TEXT_QOS)
-        self.chunk = max(1, int(self.synth.sample_rate * self.p["tts.chunk_ms"] / 1000))
+        self.synth: PiperSynthesizer | None = None
+        self.sink = None
+        self.player: threading.Thread | None = None
+        self.say_sub = None
+        self._listening = []
 
         self.replies = 0
         self.sentences = 0
         self.barge_ins = 0
         self.sink_errors = 0
-        self.error_reply = 0       # the reply whose audio failed, for diagnostics
+        self.error_reply = 0  # the reply whose audio failed, for diagnostics
         self.last_error = ""
         self.speaking = False
         self._queue: deque[str] = deque()
@@ -64,16 +70,52 @@ class TtsNode(Node):
         self._barge = threading.Event()
         self._stopping = threading.Event()
         self._in_reply = False
-        self._discarding = False   # after a barge-in or a sink error: drop the rest of the reply
-        self._play_until = 0.0     # when the audio handed to a self-paced schedule ends
+        self._discarding = False  # after a barge-in or a sink error: drop the rest of the reply
+        self._play_until = 0.0  # when the audio handed to a self-paced schedule ends
 
-        self.say_sub = self.create_subscription(String, "tts/say", self._on_say, TEXT_QOS)
-        self.create_subscription(String, "predgen/candidate", self._on_candidate, TEXT_QOS)
-        self.create_subscription(String, "asr/partial", self._on_user_speech, TEXT_QOS)
+    # ------------------------------------------------------------- lifecycle
+    def configure(self) -> None:
+        """Load the voice and open the sink."""
+        try:
+            self.synth = PiperSynthesizer(self.p["tts.voice_path"] or None, self.p["tts.cache_size"])
+        except VoiceError as err:
+            raise StartupError(f"tts.voice_path: {err}") from None
+        try:
+            self.sink = make_sink(self.p["tts.sink"], self.p["tts.wav_dir"], self._publish_audio, self.p["tts.device"])
+        except SinkError as err:
+            raise StartupError(str(err)) from None
+        self.chunk = max(1, int(self.synth.sample_rate * self.p["tts.chunk_ms"] / 1000))
+
+    def activate(self) -> None:
+        self._stopping.clear()
+        self._barge.clear()
         self.player = threading.Thread(target=self._play_forever, name="tts-player", daemon=True)
         self.player.start()
         self._publish_speaking(False)
-        Diagnostics(self, self._health)
+        self.say_sub = self.create_subscription(String, "tts/say", self._on_say, TEXT_QOS)
+        self._listening = [
+            self.say_sub,
+            self.create_subscription(String, "predgen/candidate", self._on_candidate, TEXT_QOS),
+            self.create_subscription(String, "asr/partial", self._on_user_speech, TEXT_QOS),
+        ]
+
+    def deactivate(self) -> None:
+        """Stop listening and playing (a reply cut short is closed); the voice stays loaded."""
+        for subscription in self._listening:
+            self.destroy_subscription(subscription)
+        self._listening, self.say_sub = [], None
+        self._stopping.set()
+        self._barge.set()
+        self.player.join(2.0)
+        with self._ready:
+            self._queue.clear()
+            self._candidate = None
+        self._discarding = False
+        if self._in_reply:
+            self._close_reply()  # a WAV file cut short still gets a valid header
+
+    def cleanup(self) -> None:
+        self.synth = self.sink = None
 
     # ------------------------------------------------------------ callbacks
     def _on_say(self, msg: String) -> None:
@@ -135,9 +177,9 @@ class TtsNode(Node):
                     self._interrupt()
                 return
             if first:
-                self.first_audio_pub.publish(Header(stamp=stamp(time.time()), frame_id=sentence))
+                self.first_audio_pub.publish(first_audio(stamp(time.time()), sentence))
                 first = False
-            self.sink.play(speech.samples[start:start + self.chunk])
+            self.sink.play(speech.samples[start : start + self.chunk])
             self._pace(min(self.chunk, len(speech.samples) - start) / speech.sample_rate)
         self.sentences += 1
 
@@ -201,26 +243,23 @@ class TtsNode(Node):
         self.speaking_pub.publish(Bool(data=speaking))
 
     def _publish_audio(self, chunk: np.ndarray, sample_rate: int) -> None:
-        msg = Int16MultiArray(data=chunk.astype(np.int16).tolist())
-        msg.layout.dim = [MultiArrayDimension(label=f"mono_{sample_rate}hz", size=len(chunk), stride=len(chunk))]
-        self.audio_pub.publish(msg)
+        self.audio_pub.publish(audio_chunk(chunk, sample_rate))
 
-    def _health(self):
+    def health(self):
         values = {
-            "sink": self.p["tts.sink"], "speaking": self.speaking, "replies": self.replies, "sentences": self.sentences,
-            "cached_sentences": len(self.synth), "cache_hits": self.synth.hits, "barge_ins": self.barge_ins, "audio_errors": self.sink_errors,
-            "say_publishers": self.say_sub.get_publisher_count(),  # 0: predgen_node has not found this node yet
+            "sink": self.p["tts.sink"],
+            "speaking": self.speaking,
+            "replies": self.replies,
+            "sentences": self.sentences,
+            "cached_sentences": len(self.synth),
+            "cache_hits": self.synth.hits,
+            "barge_ins": self.barge_ins,
+            "audio_errors": self.sink_errors,
+            "say_publishers": self.say_sub.get_publisher_count() if self.say_sub else 0,  # 0: no predgen_node found yet
         }
         if self.sink_errors and self.error_reply == self.replies:
             return ERROR, f"reply {self.error_reply}: {self.last_error}", values
         return OK, "speaking" if self.speaking else "idle", values
-
-    def close(self) -> None:
-        self._stopping.set()
-        self._barge.set()
-        self.player.join(2.0)
-        if self._in_reply:
-            self.sink.end()  # a WAV file cut short still gets a valid header
 
 
 def main(args: list[str] | None = None) -> int:

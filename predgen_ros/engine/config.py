@@ -1,0 +1,80 @@
+"""The engine's settings and the errors a wrong setting or model raises.
+
+Kept free of torch, so the command line and the nodes' parameter checks can
+name what is wrong without loading the inference stack.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .sentences import SentenceRules
+
+POLICIES = ("baseline", "preemptive", "predgen")
+VERIFIERS = ("exact", "topk", "margin", "minp")
+DECODERS = ("ar", "jacobi")
+
+
+class ConfigError(ValueError):
+    """An invalid engine setting; the message names it and the allowed values."""
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    policy: str = "predgen"
+    verifier: str = "exact"  # lossless; in a conversation still several times faster (README)
+    top_k: int = 3
+    # Rank alone lets an early guess answer a later question (README, "How it works"):
+    max_gap: float = 1.0  # top-K: nats a kept runner-up may lie below the most likely token (inf: the paper)
+    exact_head: int = 1  # all but exact: the reply's first tokens must be the most likely one
+    copy_guard: bool = True  # all but exact: a runner-up token may not copy an earlier reply
+    margin: float = 0.25  # margin: nats a kept token may lie below the most likely token, any rank
+    min_p: float = 0.5  # minp: a kept token has at least this share of the top token's probability
+    decoder: str = "ar"
+    jacobi_block: int = 8  # tokens per Jacobi iteration (1 exact + guesses)
+    margin_tokens: int = 2  # speculate this far past the first sentence
+    max_new_tokens: int = 256  # whole reply; 0 = stop after the first sentence
+    history_tokens: int = 1024  # earlier turns kept in the prompt (a long prompt slows every pass)
+    anticipate: bool = True  # predgen: speculate on the model's guess of the sentence's end (README: Recommendation)
+    anticipate_tokens: int = 12  # at most this many tokens of guessed user text
+    sentence: SentenceRules = field(default_factory=SentenceRules)
+
+    def __post_init__(self):
+        for name, value, allowed in (
+            ("policy", self.policy, POLICIES),
+            ("verifier", self.verifier, VERIFIERS),
+            ("decoder", self.decoder, DECODERS),
+        ):
+            if value not in allowed:
+                raise ConfigError(f"unknown {name} {value!r}: choose one of {', '.join(allowed)}")
+        if self.top_k < 1:
+            raise ConfigError(f"top_k must be >= 1, got {self.top_k}")
+        if not self.max_gap > 0:
+            raise ConfigError(f"max_gap must be > 0 nats, got {self.max_gap}")
+        if not self.margin > 0:
+            raise ConfigError(f"margin must be > 0 nats, got {self.margin}")
+        if not 0 < self.min_p <= 1:
+            raise ConfigError(f"min_p must lie in (0, 1], got {self.min_p}")
+        if self.exact_head < 0:
+            raise ConfigError(f"exact_head must be >= 0, got {self.exact_head}")
+        if self.jacobi_block < 1:
+            raise ConfigError(f"jacobi_block must be >= 1, got {self.jacobi_block}")
+        if self.anticipate_tokens < 1:
+            raise ConfigError(f"anticipate_tokens must be >= 1, got {self.anticipate_tokens}")
+        if self.history_tokens < 0:
+            raise ConfigError(f"history_tokens must be >= 0 (0 keeps no history), got {self.history_tokens}")
+
+    @property
+    def accept_k(self) -> int | None:
+        """The verifier's rank limit; None: any rank (margin and min-p limit the gap only)."""
+        return {"exact": 1, "topk": self.top_k}.get(self.verifier)
+
+    @property
+    def accept_gap(self) -> float:
+        """Nats a kept runner-up may lie below the top token (min-p's floor p is a gap of -ln p)."""
+        return {"exact": 0.0, "topk": self.max_gap, "margin": self.margin, "minp": -math.log(self.min_p)}[self.verifier]
+
+
+class ModelError(RuntimeError):
+    """A model that cannot be found or loaded; the message says how to fix it."""

@@ -1,0 +1,55 @@
+"""What predgen_ros carries in the fields of standard messages, written and read in one place.
+
+asr/speech_end       std_msgs/Header      stamp: end of the user's voiced audio; frame_id: the utterance number
+tts/first_audio      std_msgs/Header      stamp: the reply's first chunk reached the sink; frame_id: its sentence
+audio/user, tts/audio std_msgs/Int16MultiArray  mono int16 samples; layout.dim[0].label: the rate, "mono_16000hz"
+turn/end_probability diagnostic_msgs/KeyValue   key: the partial; value: P(the user is done after it)
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import KeyValue
+from std_msgs.msg import Header, Int16MultiArray, MultiArrayDimension
+
+_RATE_LABEL = re.compile(r"mono_(\d+)hz")
+
+
+def speech_end(stamp: Time, utterance: int | None = None) -> Header:
+    """asr/speech_end; an utterance number lets predgen_node tell a repeated final from a new one."""
+    return Header(stamp=stamp, frame_id="" if utterance is None else str(utterance))
+
+
+def utterance_of(msg: Header) -> str | None:
+    """The utterance number of an asr/speech_end, None when the sender gave none."""
+    return msg.frame_id.strip() or None
+
+
+def first_audio(stamp: Time, sentence: str) -> Header:
+    return Header(stamp=stamp, frame_id=sentence)
+
+
+def sentence_of(msg: Header) -> str:
+    """The sentence a tts/first_audio reports."""
+    return msg.frame_id
+
+
+def audio_chunk(samples: np.ndarray, sample_rate: int) -> Int16MultiArray:
+    msg = Int16MultiArray(data=samples.astype(np.int16).tolist())
+    msg.layout.dim = [MultiArrayDimension(label=f"mono_{sample_rate}hz", size=len(samples), stride=len(samples))]
+    return msg
+
+
+def audio_rate(msg: Int16MultiArray) -> int | None:
+    """The sample rate an audio chunk's label gives; None without a label or with another kind of label."""
+    if not msg.layout.dim:
+        return None
+    match = _RATE_LABEL.fullmatch(msg.layout.dim[0].label)
+    return int(match.group(1)) if match else None
+
+
+def end_probability(partial: str, probability: float) -> KeyValue:
+    return KeyValue(key=partial, value=f"{probability:.6g}")

@@ -1,0 +1,112 @@
+"""GraphProbe: an rclpy node in the calling process that watches the running graph.
+
+The graph tools (demo, eval, stress) and the tests wait on it for events, never for
+a fixed time: a condition becomes true, or a node of the graph exits, or the
+deadline passes (a GraphError that says which).  It follows /diagnostics and
+drives the nodes' lifecycles through their standard services.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray
+from lifecycle_msgs.msg import Transition
+from lifecycle_msgs.srv import ChangeState, GetState
+
+from .bringup import Graph, GraphError
+
+TRANSITIONS = {
+    "configure": Transition.TRANSITION_CONFIGURE,
+    "activate": Transition.TRANSITION_ACTIVATE,
+    "deactivate": Transition.TRANSITION_DEACTIVATE,
+    "cleanup": Transition.TRANSITION_CLEANUP,
+}
+
+
+class GraphProbe:
+    def __init__(self, name: str = "predgen_probe", graph: Graph | None = None):
+        self.node = rclpy.create_node(name)
+        self.graph = graph
+        self.health: dict[str, tuple[int, str, dict[str, str]]] = {}  # node -> (level, message, values)
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_health, 10)
+        self._clients: dict[tuple[str, str], Any] = {}
+
+    def _on_health(self, msg: DiagnosticArray) -> None:
+        for status in msg.status:
+            node = status.name.rsplit("/", 1)[-1]
+            self.health[node] = (
+                int.from_bytes(status.level, "little"),
+                status.message,
+                {kv.key: kv.value for kv in status.values},
+            )
+
+    def value(self, node: str, key: str, default: str = "") -> str:
+        """The latest diagnostics value `key` of `node`."""
+        return self.health.get(node, (0, "", {}))[2].get(key, default)
+
+    # ------------------------------------------------------------ waiting
+    def wait_for(self, condition: Callable[[], bool], timeout: float) -> bool:
+        """Spin until `condition()`; False after `timeout` s.  A node that exits is a GraphError."""
+        deadline = time.time() + timeout
+        while not condition():
+            if self.graph is not None and (exited := self.graph.exited()) is not None:
+                raise GraphError(f"{exited[0]} exited with code {exited[1]}")
+            remaining = deadline - time.time()
+            if remaining <= 0:
+                return False
+            rclpy.spin_once(self.node, timeout_sec=min(0.05, remaining))
+        return True
+
+    def spin_for(self, seconds: float) -> None:
+        """Let callbacks run for `seconds` (pacing, or draining what is in flight)."""
+        self.wait_for(lambda: False, seconds)
+
+    def spin_until(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
+        """As wait_for, but a timeout is a GraphError naming `what` was awaited."""
+        if not self.wait_for(condition, timeout):
+            raise GraphError(f"timed out after {timeout:g} s waiting for {what}")
+
+    # ---------------------------------------------------------- lifecycle
+    def _call(self, node: str, service: str, kind, request, timeout: float):
+        key = (node, service)
+        if key not in self._clients:
+            self._clients[key] = self.node.create_client(kind, f"/{node}/{service}")
+        client = self._clients[key]
+        self.spin_until(client.service_is_ready, timeout, f"/{node}/{service}")
+        future = client.call_async(request)
+        self.spin_until(future.done, timeout, f"the answer of /{node}/{service}")
+        return future.result()
+
+    def state(self, node: str, timeout: float = 120.0) -> str:
+        """`node`'s lifecycle state: unconfigured, inactive, active or finalized."""
+        return self._call(node, "get_state", GetState, GetState.Request(), timeout).current_state.label
+
+    def change_state(self, node: str, transition: str, timeout: float = 300.0) -> bool:
+        """Ask `node` for a lifecycle transition (configure, activate, deactivate, cleanup); True if it made it."""
+        request = ChangeState.Request()
+        request.transition.id = TRANSITIONS[transition]
+        return self._call(node, "change_state", ChangeState, request, timeout).success
+
+    def wait_active(self, nodes, timeout: float = 300.0) -> None:
+        """Until every node of `nodes` reports the active state.  An autostarting node answers
+        once it is active; one that does not answer yet (loading, or a stale endpoint of a
+        killed process) is asked again."""
+        deadline = time.time() + timeout
+
+        def active(node: str) -> bool:
+            try:
+                return self.state(node, min(5.0, max(0.1, deadline - time.time()))) == "active"
+            except GraphError:
+                if self.graph is not None and self.graph.exited() is not None:
+                    raise
+                return False
+
+        for node in nodes:
+            self.spin_until(lambda node=node: active(node), max(0.0, deadline - time.time()), f"{node} to become active")
+
+    def close(self) -> None:
+        self.node.destroy_node()

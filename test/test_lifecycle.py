@@ -1,0 +1,117 @@
+"""predgen_node and tts_node as managed nodes, driven through their lifecycle services over DDS."""
+
+import time
+
+import psutil
+import pytest
+import rclpy
+from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+from rcl_interfaces.srv import SetParameters
+from std_msgs.msg import Header, String
+
+from predgen_ros.nodes.bringup import Graph, default_params_file
+from predgen_ros.nodes.common import TEXT_QOS, stamp
+from predgen_ros.nodes.probe import GraphProbe
+
+pytestmark = pytest.mark.graph
+
+MANUAL = {"autostart": False, "tts.sink": "none", "generation.max_new_tokens": 16}
+
+
+class User:
+    """Speaks utterances to predgen_node and collects its responses."""
+
+    def __init__(self, probe: GraphProbe):
+        self.probe = probe
+        self.partial = probe.node.create_publisher(String, "asr/partial", TEXT_QOS)
+        self.speech_end = probe.node.create_publisher(Header, "asr/speech_end", TEXT_QOS)
+        self.final = probe.node.create_publisher(String, "asr/final", TEXT_QOS)
+        self.responses: list[str] = []
+        probe.node.create_subscription(String, "predgen/response", lambda m: self.responses.append(m.data), TEXT_QOS)
+
+    def say(self, text: str) -> None:
+        for n in range(1, len(text.split()) + 1):
+            self.partial.publish(String(data=" ".join(text.split()[:n])))
+        self.speech_end.publish(Header(stamp=stamp(time.time())))
+        self.final.publish(String(data=text))
+
+    def hears_predgen(self) -> bool:
+        """predgen_node subscribes to the final (it does only while active)."""
+        return self.final.get_subscription_count() > 0
+
+
+@pytest.fixture
+def managed(tmp_path):
+    rclpy.init()
+    with (
+        open(tmp_path / "graph.log", "w") as log,
+        Graph(default_params_file(), MANUAL, nodes=("predgen_node", "tts_node"), log=log) as graph,
+    ):
+        probe = GraphProbe(graph=graph)
+        yield graph, probe, User(probe)
+        probe.close()
+    rclpy.try_shutdown()
+
+
+def rss_mb(graph, node):
+    return psutil.Process(graph.procs[node].pid).memory_info().rss / 2**20
+
+
+def test_deactivate_stops_replies_without_unloading_and_activate_answers_again(managed):
+    graph, probe, user = managed
+    assert probe.state("predgen_node") == probe.state("tts_node") == "unconfigured"
+    unloaded = rss_mb(graph, "predgen_node")
+
+    for node in ("tts_node", "predgen_node"):
+        assert probe.change_state(node, "configure") and probe.state(node) == "inactive"
+        assert probe.change_state(node, "activate") and probe.state(node) == "active"
+    probe.spin_until(user.hears_predgen, 30, "predgen_node's asr/final subscription")
+    user.say("what is the capital of france")
+    probe.spin_until(lambda: len(user.responses) == 1, 120, "the reply to the first question")
+    loaded = rss_mb(graph, "predgen_node")
+    assert loaded > unloaded + 100, (unloaded, loaded)  # configure loaded the model (135M parameters)
+
+    assert probe.change_state("predgen_node", "deactivate") and probe.state("predgen_node") == "inactive"
+    probe.spin_until(lambda: not user.hears_predgen(), 30, "predgen_node to stop listening")
+    user.say("tell me a joke about robots")  # nobody listens: never answered
+    assert rss_mb(graph, "predgen_node") > 0.9 * loaded  # the model stays loaded
+
+    assert probe.change_state("predgen_node", "activate") and probe.state("predgen_node") == "active"
+    probe.spin_until(user.hears_predgen, 30, "predgen_node's asr/final subscription again")
+    user.say("name one planet")
+    probe.spin_until(lambda: len(user.responses) == 2, 120, "the reply to the question after activate")
+    # the engine answers in order, so a reply to the unheard question would have come first
+    assert len(user.responses) == 2
+
+    assert probe.change_state("predgen_node", "deactivate") and probe.change_state("predgen_node", "cleanup")
+    assert probe.state("predgen_node") == "unconfigured"
+    assert probe.change_state("predgen_node", "configure") and probe.state("predgen_node") == "inactive"
+
+
+def test_a_failed_configure_leaves_the_node_unconfigured_and_says_why(tmp_path):
+    rclpy.init()
+    overrides = {**MANUAL, "model.path": str(tmp_path / "no-model")}
+    try:
+        with (
+            open(tmp_path / "graph.log", "w") as log,
+            Graph(default_params_file(), overrides, nodes=("predgen_node",), log=log) as graph,
+        ):
+            probe = GraphProbe(graph=graph)
+            assert not probe.change_state("predgen_node", "configure")
+            assert probe.state("predgen_node") == "unconfigured"
+            probe.spin_until(lambda: "no-model" in probe.health.get("predgen_node", (0, ""))[1], 30, "the diagnostics")
+            assert probe.health["predgen_node"][0] == 2  # ERROR, with the one-line reason
+            probe.close()
+    finally:
+        rclpy.try_shutdown()
+
+
+def test_ros2_param_set_on_a_read_only_parameter_is_refused(managed):
+    graph, probe, _ = managed
+    client = probe.node.create_client(SetParameters, "/predgen_node/set_parameters")
+    probe.spin_until(client.service_is_ready, 60, "predgen_node's parameter service")
+    value = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value="baseline")
+    future = client.call_async(SetParameters.Request(parameters=[Parameter(name="policy", value=value)]))
+    probe.spin_until(future.done, 60, "the answer to set_parameters")
+    result = future.result().results[0]
+    assert not result.successful and "read-only" in result.reason
