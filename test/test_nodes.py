@@ -217,6 +217,8 @@ def test_asr_node_streams_pocketsphinx_partials_and_finals(user_speech_wav):
     assert all(a != b for a, b in zip(partials, partials[1:])), "a partial repeated the previous one"
     assert "capital" in finals[0][0] and "robot" in finals[1][0], finals
     assert finals[0][1] >= 3, "several partials came before the first final"
+    # asr.final_from_partial (default): the final is the last partial, the words PredGen already answered
+    assert all(text == partials[seen - 1] for text, seen in finals), (finals, partials)
 
 
 def test_asr_node_is_deaf_while_the_robot_speaks(user_speech_wav):

@@ -54,6 +54,10 @@ ASR_PARAMS = {
     "asr.endpoint.max_silence_s": (1.0, "smart_turn, llm, fused: end after this much silence whatever the estimates (s)"),
     "asr.endpoint.audio_threshold": (0.5, "Smart Turn probability at or above which the turn is complete"),
     "asr.endpoint.text_threshold": (0.001, "LLM end-of-message probability at or above which the turn is complete"),
+    "asr.final_from_partial": (
+        True,
+        "the final is the last partial, sent at the endpoint; false: the recognizer's closing re-decode (slower, rewrites the partial)",
+    ),
     "asr.vad": ("webrtc", f"voice activity detector: {' | '.join(VADS)}"),
     "asr.vad_mode": (2, "webrtc VAD aggressiveness, 0 (loose) to 3 (strict)"),
     "asr.vosk.model_path": ("", "vosk model folder (e.g. vosk-model-small-en-us-0.15); needed for backend vosk"),
@@ -107,7 +111,11 @@ class AsrNode(Node):
         except AsrError as err:
             raise StartupError(str(err)) from None
         try:
-            self.asr = asr = StreamingAsr(recognizer, vad=make_vad(self.p["asr.vad"], self.p["asr.vad_mode"]))
+            self.asr = asr = StreamingAsr(
+                recognizer,
+                redecode_final=not self.p["asr.final_from_partial"],
+                vad=make_vad(self.p["asr.vad"], self.p["asr.vad_mode"]),
+            )
             asr.endpointer = self._endpointer(asr)
         except (AsrError, EndpointError) as err:
             raise StartupError(str(err)) from None
