@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from importlib.resources import files
 from pathlib import Path
 
@@ -112,6 +113,21 @@ def test_each_question_is_replayed_with_its_own_messages():
     assert [m for q in questions for m in q] == messages
     for marker, following, question in zip(markers, markers[1:] + [None], questions):
         assert all(marker.t_start_ns <= m.t_ns < (following.t_start_ns if following else float("inf")) for m in question[1:])
+
+
+def test_a_final_published_after_the_next_question_began_stays_with_its_question():
+    """A slow recognizer's closing re-decode can publish a long question's final after
+    the next question's speech began; it still closes its own question."""
+    messages, markers = load_replay(SAMPLE)
+    late_ns = markers[1].t_start_ns + 500_000_000 - markers[0].t_end_ns
+    closing = [m for m in messages if m.topic in ("asr/speech_end", "asr/final") and m.t_ns < markers[1].t_start_ns]
+    late = [replace(m, t_ns=m.t_ns + late_ns) if m in closing else m for m in messages]
+    late.sort(key=lambda m: m.t_ns)
+    questions = split_by_question(late, markers)
+    assert [sum(m.topic == "asr/final" for m in q) for q in questions] == [1, 1, 1]
+    late_final = next(m for m in late if m.topic == "asr/final")
+    assert late_final.t_ns > markers[1].t_start_ns and late_final in questions[0]
+    assert asr_quality(late, markers)["wer"] == asr_quality(messages, markers)["wer"]
 
 
 def test_a_question_without_a_reply_is_a_row_with_its_reason(tmp_path):

@@ -211,11 +211,26 @@ def report_values(msg) -> dict[str, str]:
 
 
 def split_by_question(messages: list[BagMessage], markers: list[QuestionMarker]) -> list[list[BagMessage]]:
-    """The replayed messages of each question: from its start marker to the next one's."""
+    """The replayed messages of each question: from its start marker to the next one's,
+    except that an utterance's end of speech and final belong to the question in which
+    its speech ended.  A slow recognizer (make-bag's closing re-decode of a long
+    question) can publish a final after the next question began; by publish time that
+    question would lose its final and the next one get two."""
+    from rclpy.serialization import deserialize_message
+    from std_msgs.msg import Header
+
     questions: list[list[BagMessage]] = [[] for _ in markers]
     starts = [m.t_start_ns for m in markers[1:]]
+    question_at = lambda t_ns: sum(t_ns >= start for start in starts)  # noqa: E731
+    closing = None  # the question of the last end of speech: its final follows it
     for message in messages:
-        questions[sum(message.t_ns >= start for start in starts)].append(message)
+        index = question_at(message.t_ns)
+        if message.topic == "asr/speech_end":
+            stamp = deserialize_message(message.raw, Header).stamp
+            index = closing = question_at(stamp.sec * 1_000_000_000 + stamp.nanosec)
+        elif message.topic == "asr/final" and closing is not None:
+            index, closing = closing, None
+        questions[index].append(message)
     return questions
 
 
@@ -276,25 +291,21 @@ def asr_quality(messages: list[BagMessage], markers: list[QuestionMarker]) -> di
     from rclpy.serialization import deserialize_message
     from std_msgs.msg import String
 
-    texts = [
-        (m.topic, m.t_ns, deserialize_message(m.raw, String).data) for m in messages if m.topic in ("asr/partial", "asr/final")
-    ]
-    utterances, current = [], []
-    for topic, _, text in texts:
-        if topic == "asr/partial":
-            current.append(text)
-        else:
-            utterances.append(current)
-            current = []
+    utterances, errors, total = [], 0, 0
+    for marker, question in zip(markers, split_by_question(messages, markers)):
+        current, finals = [], []
+        for m in question:
+            if m.topic == "asr/partial":
+                current.append(deserialize_message(m.raw, String).data)
+            elif m.topic == "asr/final":
+                finals.append(deserialize_message(m.raw, String).data)
+                utterances.append(current)
+                current = []
+        reference = words(marker.text)
+        errors += word_errors(reference, words(" ".join(finals)))
+        total += len(reference)
     counts = [revisions(u) for u in utterances]
     changes, revised = sum(c for c, _ in counts), sum(r for _, r in counts)
-    starts = [m.t_start_ns for m in markers] + [float("inf")]
-    errors = total = 0
-    for i, marker in enumerate(markers):
-        heard = " ".join(text for topic, t, text in texts if topic == "asr/final" and starts[i] <= t < starts[i + 1])
-        reference = words(marker.text)
-        errors += word_errors(reference, words(heard))
-        total += len(reference)
     return {"revision_rate": revised / changes if changes else 0.0, "wer": errors / total if total else 0.0}
 
 
