@@ -216,14 +216,17 @@ def fault_predgen_kill(graph: Graph, monitor: Monitor, settings: StressSettings)
 
 def fault_sink_failure(graph: Graph, monitor: Monitor, settings: StressSettings) -> str:
     wav_dir = (settings.out / "fault-wav").resolve()
-    graph.kill("tts_node")
-    monitor.spin_for(0.5)
-    monitor.health.pop("tts_node", None)  # forget the killed node's last report
+    say_subscribers = lambda: int(monitor.value("predgen_node", "say_subscribers", "-1"))  # noqa: E731
+    graph.terminate("tts_node")
+    if not monitor.wait_for(lambda: say_subscribers() == 0, settings.restart_timeout_s):
+        return "predgen_node still counts the stopped tts_node on tts/say"
+    monitor.health.pop("tts_node", None)  # forget the stopped node's last report
     graph.launch("tts_node", {"tts.sink": "wav", "tts.wav_dir": str(wav_dir)})
     if not monitor.wait_for(lambda: "tts_node" in monitor.health, settings.restart_timeout_s):
         return "tts_node with the wav sink did not come up"
-    if not monitor.wait_for(lambda: int(monitor.value("tts_node", "say_publishers", "0")) >= 1, settings.restart_timeout_s):
-        return "the respawned tts_node never matched predgen_node's tts/say"
+    # predgen_node's side of the match: a sentence published before it would be lost
+    if not monitor.wait_for(lambda: say_subscribers() >= 1, settings.restart_timeout_s):
+        return "predgen_node's tts/say never reached the respawned tts_node"
 
     def reply_written(label: str) -> str:
         written = len(list(wav_dir.glob("*.wav")))

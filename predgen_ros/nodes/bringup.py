@@ -97,6 +97,16 @@ class Graph:
         proc.kill()
         proc.wait()
 
+    def terminate(self, node: str, timeout: float = 10.0) -> None:
+        """SIGTERM `node`: rclpy shuts it down cleanly, so its endpoints leave the graph
+        at once (a killed node's linger until the DDS lease runs out); SIGKILL after `timeout`."""
+        proc = self.procs[node]
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill(node)
+
     def _relay(self, node: str, proc: subprocess.Popen) -> None:
         for line in proc.stdout:
             if self.log is not None:

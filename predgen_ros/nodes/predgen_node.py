@@ -265,6 +265,7 @@ class PredgenNode(ManagedNode):
             "ignored_messages": self.ignored,
             "engine_errors": worker.errors if worker else 0,
             "forward_passes": self.lm.stats.passes,
+            "say_subscribers": self.say_pub.get_subscription_count(),  # tts_nodes this node's replies reach
         }
         if worker is None:
             return OK, "model loaded, not listening", values
