@@ -9,7 +9,15 @@ setup(
     name=PACKAGE,
     version="0.1.0",
     packages=find_packages(exclude=["test"]),
-    package_data={PACKAGE: ["data/mt_bench/*", "data/bags/*.jsonl", "data/bags/sample/*", "data/robot_questions/*"]},
+    package_data={
+        PACKAGE: [
+            "data/mt_bench/*",
+            "data/bags/*.jsonl",
+            "data/bags/sample/*",
+            "data/robot_questions/*",
+            "data/robot_conversation/*",
+        ]
+    },
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml", "LICENSE"]),

@@ -2,10 +2,13 @@
 
 In one conversation a policy can answer fast and still answer the wrong
 question: an early guess, made from the history more than from the user's
-first words, survives to the final.  Three measures catch it:
+first words, survives to the final; or the model copies its own earlier
+replies from the history.  Four measures catch it:
 
   repeated opening   the answer's first six words repeat those of an earlier
                      answer of the same policy in the same run;
+  history copy       the share of the reply's runs of COPY_RUN tokens that
+                     occur in an earlier reply of the same policy in the run;
   differs            its first sentence is not the one baseline said;
   relevance          mean token log-probability of the first sentence given
                      its own question alone, minus the mean of the same given
@@ -24,6 +27,7 @@ import torch
 from ..engine.lm import KVState
 
 OPENING_WORDS = 6
+COPY_RUN = 4  # tokens: a run this long found in an earlier reply is copied
 RELEVANCE_CONTRASTS = 8  # other questions each answer is scored against (the next ones in the set)
 
 
@@ -44,6 +48,24 @@ def mark_repeated_openings(records: Iterable) -> None:
         r.repeats_opening = bool(words) and words in earlier
         if words:
             earlier.add(words)
+
+
+def token_runs(ids: list[int], n: int = COPY_RUN) -> list[tuple[int, ...]]:
+    return [tuple(ids[i : i + n]) for i in range(len(ids) - n + 1)]
+
+
+def mark_history_copies(records: Iterable, encode) -> None:
+    """`history_copy` per answered record: the share of its reply's token runs (`encode`:
+    text to token ids) found in an earlier reply of its policy, in run order; None for a
+    reply too short to have a run."""
+    seen: dict[str, set[tuple[int, ...]]] = {}
+    for r in records:
+        if not r.answered:
+            continue
+        runs = token_runs(encode(r.reply or r.first_sentence))
+        earlier = seen.setdefault(r.policy, set())
+        r.history_copy = sum(run in earlier for run in runs) / len(runs) if runs else None
+        earlier.update(runs)
 
 
 def contrast_questions(qids: list[str], qid: str, count: int = RELEVANCE_CONTRASTS) -> list[str]:
@@ -98,9 +120,10 @@ class RelevanceScorer:
 
 
 def score_answers(records: list, questions: dict[str, str], lm, progress=None) -> None:
-    """Repeated openings and relevance of every answered record (`questions`: text by qid,
-    in the order they were asked; `progress` is called once per question scored under)."""
+    """Repeated openings, history copies and relevance of every answered record (`questions`:
+    text by qid, in the order they were asked; `progress` is called once per question scored under)."""
     mark_repeated_openings(records)
+    mark_history_copies(records, lm.encode_reply)
     answered = [r for r in records if r.answered]
     scores = RelevanceScorer(lm, questions).score([(r.qid, r.first_sentence) for r in answered], progress)
     for r, score in zip(answered, scores):

@@ -238,6 +238,7 @@ def question_records(policy: str, markers: list[QuestionMarker], outcomes: list[
     """One record per question: the report of its last final, latency from the true end
     of speech; a question without one is a `no_reply` row with the reason."""
     reports = [report_values(msg) for topic, _, msg in recorded if topic == "predgen/latency"]
+    responses = [(t_ns, msg.data) for topic, t_ns, msg in recorded if topic == "predgen/response"]
     starts = [m.t_start_ns + shift for m, (shift, _) in zip(markers, outcomes)] + [float("inf")]
     records = []
     for i, (marker, (shift_ns, no_reply)) in enumerate(zip(markers, outcomes)):
@@ -259,6 +260,7 @@ def question_records(policy: str, markers: list[QuestionMarker], outcomes: list[
                 **measures_from_report(r, true_end),
                 first_sentence=r["first_sentence"],
                 first_sentence_logprob=float("nan"),
+                reply=next((text for t_ns, text in reversed(responses) if starts[i] <= t_ns < starts[i + 1]), ""),
             )
         )
     return records
@@ -440,7 +442,8 @@ def markdown_report(summary: dict, quality: dict, records: list[TurnRecord], set
         "",
         f"- ASR revision rate: {quality['revision_rate']:.1%} of partial updates change a word other than the last",
         f"- ASR word error rate of the finals against the question text: {quality['wer']:.1%}",
-        "- repeat: share of answers whose first six words repeat an earlier answer's in this run; relev: mean relevance "
+        "- repeat: share of answers whose first six words repeat an earlier answer's in this run; copy: mean share of "
+        "each reply's 4-token runs found in an earlier reply of the run; relev: mean relevance "
         "of each first sentence to its question (log-probability given the question alone minus given other questions "
         "of the bag, see `eval/conversation.py`)",
         "",
