@@ -29,7 +29,7 @@ $(VENV)/.installed: requirements.txt setup.py
 
 # the demo's own DDS domain, so it never talks to another ROS 2 graph on this machine
 demo: venv
-	ROS_DOMAIN_ID=$(DEMO_DOMAIN_ID) $(VENV)/bin/predgen-ros demo --limit 3 --out demo-out
+	ROS_DOMAIN_ID=$(DEMO_DOMAIN_ID) $(VENV)/bin/predgen-ros demo --limit 8 --out demo-out
 
 test: venv
 	$(PY) -m pytest -q test

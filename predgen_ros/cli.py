@@ -103,9 +103,21 @@ def _add_bench_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--decoder", choices=DECODERS, default=None, help="ar (default) or jacobi")
     parser.add_argument("--jacobi-block", type=int, default=None, help="tokens per Jacobi iteration (default 8)")
     parser.add_argument(
+        "--copy-ban",
+        type=int,
+        default=None,
+        help="a reply never completes a run of this many tokens of an earlier reply in the prompt (default 4; 0: plain greedy)",
+    )
+    parser.add_argument(
         "--endpoint-delay", type=float, default=None, help="seconds from the final transcript to the end of turn (default 0)"
     )
     parser.add_argument("--max-new-tokens", type=int, default=0, help="reply length; 0 (default) stops after the first sentence")
+    parser.add_argument(
+        "--max-sentences",
+        type=int,
+        default=None,
+        help="with --max-new-tokens: the reply ends after this many sentences (default 2; 0: no limit)",
+    )
     parser.add_argument(
         "--conversation",
         action="store_true",
@@ -187,8 +199,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_model_options(up)
 
-    demo = sub.add_parser("demo", help="speak MT-Bench questions into the ROS 2 graph, once per policy; replies as WAV files")
-    demo.add_argument("--limit", type=int, default=3, help="questions (default 3)")
+    demo = sub.add_parser("demo", help="speak a robot conversation into the ROS 2 graph, once per policy; replies as WAV files")
+    demo.add_argument(
+        "--questions",
+        type=Path,
+        default=None,
+        help="MT-Bench .jsonl or a text file, one utterance a line (default: the embedded robot conversation)",
+    )
+    demo.add_argument("--limit", type=int, default=8, help="utterances (default 8)")
     demo.add_argument(
         "--policies", type=_policy_list, default=["baseline", "predgen"], help="comma-separated (default baseline,predgen)"
     )
@@ -337,8 +355,10 @@ def _bench_params(args: argparse.Namespace) -> dict:
         "verifier.copy_guard": args.copy_guard,
         "decoder.kind": args.decoder,
         "generation.history_tokens": getattr(args, "history_tokens", None),
+        "generation.max_sentences": args.max_sentences,
         "generation.anticipate": getattr(args, "anticipate", None),
         "decoder.jacobi_block": args.jacobi_block,
+        "decoder.copy_ban": args.copy_ban,
         "endpoint_delay": args.endpoint_delay,
         "model.path": args.model,
         "model.device": args.device,
@@ -435,9 +455,12 @@ def _bench_meta(job: BenchJob, args: argparse.Namespace, **extra) -> dict:
         "anticipate_tokens": config.anticipate_tokens,
         "decoder": config.decoder,
         "jacobi_block": config.jacobi_block,
+        "copy_ban": config.copy_ban,
         "endpoint_delay_s": job.endpoint_delay,
         "conversation": args.conversation,
         "history_tokens": config.history_tokens,
+        "max_new_tokens": config.max_new_tokens,
+        "max_sentences": config.max_sentences,
         "turn": args.turn,
         "max_chars": args.max_chars,
         "model": job.model_params.path or "smollm2-135m-instruct",
@@ -464,7 +487,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     anticipate = ", anticipation" if config.anticipate else ""
     print(
         f"\n{len(job.questions)} questions{turn}{conversation}, verifier={describe_verifier(config)}{anticipate}, "
-        f"decoder={config.decoder}, endpoint delay={job.endpoint_delay}s, device={job.lm.device}"
+        f"decoder={config.decoder}, copy ban={config.copy_ban or 'off'}, endpoint delay={job.endpoint_delay}s, device={job.lm.device}"
     )
     print(bench.format_table(summary))
     print(bench.format_duration_table(by_duration))
@@ -559,8 +582,8 @@ def cmd_bringup(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .audio.text_asr import load_questions
-    from .eval.graph_demo import DemoSettings, latency_table, reports_by_question, run_demo
+    from .audio.text_asr import load_questions, robot_conversation_file
+    from .eval.graph_demo import DemoSettings, conversation_measures, latency_table, measures_table, reports_by_question, run_demo
     from .nodes.bringup import default_params_file
 
     if args.limit < 1:
@@ -568,11 +591,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
     params_file = args.params or default_params_file()
     if not params_file.is_file():
         raise ConfigError(f"parameter file not found: {params_file} (give --params)")
-    reports = run_demo(DemoSettings(params_file, args.out, tuple(args.policies), args.limit))
-    questions = [q.text for q in load_questions(None, args.limit)]
+    source = args.questions or robot_conversation_file()
+    questions = [q.text for q in load_questions(source, args.limit)]  # a bad file fails before the graph starts
+    reports = run_demo(DemoSettings(params_file, args.out, source, tuple(args.policies), args.limit))
     answers = {policy: reports_by_question(questions, rows) for policy, rows in reports.items()}
-    print(f"\naudio latency from the end of speech, {args.limit} MT-Bench questions at 600 chars/min through the ROS 2 graph:")
+    print(f"\naudio latency from the end of speech, {len(questions)} utterances at 600 chars/min through the ROS 2 graph:")
     print(latency_table(questions, answers))
+    print("\nconversation (README: Conversations): repeated openings, history copy, first sentence as baseline's")
+    print(measures_table(conversation_measures(answers, _tokenizer_encode())))
+    last = list(answers)[-1]
+    print(f"\n{last}'s answers:")
+    for i, (question, report) in enumerate(zip(questions, answers[last]), 1):
+        print(f"{i:>3}  {question}\n     -> {report['reply'] if report else '(no reply)'}")
     print(
         f"replies: {args.out}/<policy>/reply_NNN.wav; reports: {args.out}/reports.json; node logs: {args.out}/graph-<policy>.log"
     )
@@ -648,6 +678,16 @@ def cmd_bag_info(args: argparse.Namespace) -> int:
 
     print(bag_summary(args.bag))
     return 0
+
+
+def _tokenizer_encode():
+    """The embedded model's tokenizer (no weights), for the measures counted in tokens."""
+    from transformers import AutoTokenizer
+
+    from .engine.models import resolve_model_dir
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_dir(None))
+    return lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
 def _embedded_lm():

@@ -4,8 +4,13 @@ The questions all start with "Tell me": on those first words the model's guess
 comes from the history, not from the question.  The paper's top-3 rule kept
 such guesses alive (commit 9a0cc46: the capital of France became "the capital
 of the United States", rainbows and the blue sky got the computer joke's
-answer); neither the default (exact) verifier nor top-3 with its guards may.  A fixed cost per forward
-pass makes the outcome the same on every machine.
+answer); neither the default (exact) verifier nor top-3 with its guards may.
+
+A spoken conversation of short requests, whole replies in the history as
+predgen_node keeps them: with plain greedy decoding the model copied its first
+reply into every later one; the copy ban (engine/copy_ban.py) must keep each
+answer on its own request.  A fixed cost per forward pass makes the outcome
+the same on every machine.
 """
 
 from __future__ import annotations
@@ -30,6 +35,15 @@ TELL_ME = [
     "Tell me how rainbows form.",
     "Tell me why the sky is blue.",
 ]
+# as an ASR writes them: lower case, no punctuation
+SPOKEN = [
+    "hey robot can you hear me",
+    "what time is it right now",
+    "please bring me a glass of water from the kitchen",
+    "yes please",
+    "is it going to rain this afternoon",
+    "tell me a short joke",
+]
 PASS_S = 0.07  # virtual seconds per forward pass (about this CPU's decoding speed)
 QUESTION_GAP_S = 2.0
 
@@ -42,46 +56,68 @@ class PassClock:
         return self.t
 
 
-def converse(lm, config: EngineConfig, questions: list[str], chars_per_second: float = 10.0) -> list[str]:
-    """Ask the questions in one session, history kept; the first sentence of each answer."""
+def converse(lm, config: EngineConfig, questions: list[str], chars_per_second: float = 10.0) -> list[tuple[str, str]]:
+    """Ask the questions in one session, history kept, each once the robot has finished
+    its reply to the one before; (first sentence, whole reply) of each answer."""
     clock = PassClock()
     session = Session(lm, config, clock)
 
-    def step() -> list[str]:
+    def step() -> list[tuple[str, str]]:
         emissions = session.step()
         clock.t += PASS_S
-        return [text for kind, text in emissions if kind == "commit"]
+        return [(kind, text) for kind, text in emissions if kind in ("commit", "done")]
 
     answers = []
     for question in questions:
         events, _ = speak(question, chars_per_second)
         start = clock.t + QUESTION_GAP_S
-        committed: list[str] = []
+        said: list[tuple[str, str]] = []
         for event in (replace(e, t=start + e.t) for e in events):
             while session.has_work() and clock.t + PASS_S <= event.t:  # speculate while the user speaks
-                committed += step()
+                said += step()
             clock.t = max(clock.t, event.t)
             deliver(session, event)
-        while not committed:
-            committed += step()
-        answers.append(committed[0])
+        while not any(kind == "done" for kind, _ in said):
+            said += step()
+        answers.append((dict(said)["commit"], dict(said)["done"]))
     return answers
+
+
+def judge(lm, questions: list[str], answers: list[str]) -> tuple[list[float | None], list[bool], str]:
+    """Relevance and repeated opening of each answer, and a report to print."""
+    relevance = RelevanceScorer(lm, {str(i): q for i, q in enumerate(questions)}).score(
+        [(str(i), a) for i, a in enumerate(answers)]
+    )
+    records = [SimpleNamespace(policy="predgen", answered=True, first_sentence=a) for a in answers]
+    mark_repeated_openings(records)
+    repeats = [r.repeats_opening for r in records]
+    report = "\n".join(
+        f"{r:+.2f} {'repeat' if rep else '      '}  {q} -> {a}" for q, a, r, rep in zip(questions, answers, relevance, repeats)
+    )
+    return relevance, repeats, report
 
 
 @pytest.mark.parametrize("verifier", ["exact", "topk"])  # the default, and top-3 with its guards
 def test_predgen_answers_each_question_of_a_conversation_on_its_topic(smollm, verifier):
     config = EngineConfig(policy="predgen", max_new_tokens=0, verifier=verifier)
-    answers = converse(smollm, config, TELL_ME)
-    scorer = RelevanceScorer(smollm, {str(i): q for i, q in enumerate(TELL_ME)})
-    relevance = scorer.score([(str(i), a) for i, a in enumerate(answers)])
-    report = "\n".join(f"{r:+.2f}  {q} -> {a}" for q, a, r in zip(TELL_ME, answers, relevance))
+    answers = [first for first, _ in converse(smollm, config, TELL_ME)]
+    relevance, repeats, report = judge(smollm, TELL_ME, answers)
     print(report)
     assert all(r is not None and r > 0 for r in relevance), (
         f"an answer is more likely under other questions than under its own:\n{report}"
     )
-    records = [SimpleNamespace(policy="predgen", answered=True, first_sentence=a) for a in answers]
-    mark_repeated_openings(records)
-    assert not any(r.repeats_opening for r in records), f"an answer repeats an earlier opening:\n{report}"
+    assert not any(repeats), f"an answer repeats an earlier opening:\n{report}"
+
+
+def test_a_spoken_conversation_with_whole_replies_in_the_history_follows_each_request(smollm):
+    config = EngineConfig(policy="predgen", max_new_tokens=48)  # the node's defaults, replies capped for time
+    answers = converse(smollm, config, SPOKEN)
+    relevance, repeats, report = judge(smollm, SPOKEN, [first for first, _ in answers])
+    print(report)
+    assert all(r is not None and r > 0 for r in relevance), (
+        f"an answer is more likely under other utterances than under its own:\n{report}"
+    )
+    assert not any(repeats), f"an answer repeats an earlier opening:\n{report}"
 
 
 def test_openings_compare_the_first_six_words_without_case_or_punctuation():

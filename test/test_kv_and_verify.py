@@ -20,6 +20,9 @@ def fresh_kv(lm, tokens):
 
 def assert_cache_matches(state):
     cache, last = fresh_kv(state.lm, state.tokens)
+    if state.rule is not None and state.reply_start is not None and len(state.tokens) >= state.reply_start:
+        reply = state.tokens[state.reply_start :]
+        state.rule.mask(last.unsqueeze(0), reply, len(reply))  # the next token is a reply token: under the rule
     assert state.cache.get_seq_length() == len(state.tokens)
     for layer, fresh in zip(state.cache.layers, cache.layers):
         torch.testing.assert_close(layer.keys, fresh.keys, rtol=1e-9, atol=1e-9)

@@ -5,6 +5,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_kv_and_verify import assert_cache_matches
 
+from predgen_ros.engine.copy_ban import CopyBan
 from predgen_ros.engine.decode import ar_step
 from predgen_ros.engine.lm import KVState
 from predgen_ros.engine.sentences import SentenceRules
@@ -61,6 +62,19 @@ def greedy_reply(lm, text, n):
     return out
 
 
+def banned_greedy_reply(lm, prompt, n, ban):
+    """The reference for the copy ban: a fresh pass per token, no cache, no KVState."""
+    reply = []
+    while len(reply) < n:
+        logits = lm.token_logits(prompt + reply, [0])[0].clone()
+        logits[list(ban.banned(reply))] = float("-inf")
+        token = int(logits.argmax())
+        if token in lm.stop_ids:
+            break
+        reply.append(token)
+    return reply
+
+
 utterances = st.lists(st.sampled_from(WORDS), min_size=2, max_size=9)
 
 
@@ -84,7 +98,7 @@ def partial_sequences(draw):
 @given(partial_sequences(), st.booleans())
 def test_exact_predgen_commits_the_baseline_greedy_reply(tiny_lm, make_session, case, anticipate):
     partials, final, steps = case
-    config = dict(verifier="exact", max_new_tokens=10, sentence=RULES)
+    config = dict(verifier="exact", max_new_tokens=10, max_sentences=0, sentence=RULES)
     predgen = make_session(tiny_lm, policy="predgen", anticipate=anticipate, anticipate_tokens=3, **config)
     baseline = make_session(tiny_lm, policy="baseline", **config)
     run(predgen, partials, final, steps)
@@ -95,15 +109,61 @@ def test_exact_predgen_commits_the_baseline_greedy_reply(tiny_lm, make_session, 
     assert predgen.state.tokens[len(predgen.turn.prompt_ids) :] == expected
 
 
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(partial_sequences(), st.booleans(), st.sampled_from(DECODERS))
+def test_exact_predgen_commits_the_greedy_reply_under_the_copy_ban(tiny_lm, make_session, case, anticipate, decoder):
+    """With an earlier reply in the history, every policy decodes under the ban on
+    copying its runs, and the exact verifier compares against the ban's choice."""
+    partials, final, steps = case
+    history = [(final, tiny_lm.decode(greedy_reply(tiny_lm, final, 12)))]  # the raw greedy reply: the ban has work
+    config = dict(verifier="exact", max_new_tokens=10, max_sentences=0, sentence=RULES, copy_ban=2, decoder=decoder)
+    predgen = make_session(tiny_lm, policy="predgen", anticipate=anticipate, anticipate_tokens=3, **config)
+    baseline = make_session(tiny_lm, policy="baseline", **config)
+    for session in (predgen, baseline):
+        session.reset(history)
+        run(session, partials, final, steps)
+    assert predgen.turn.reply == baseline.turn.reply
+    ban = CopyBan([tiny_lm.encode_reply(reply) for _, reply in history], 2)
+    expected = banned_greedy_reply(tiny_lm, predgen.turn.prompt_ids, 10, ban)
+    assert predgen.state.tokens[len(predgen.turn.prompt_ids) :] == expected
+
+
+def test_the_copy_ban_changes_a_reply_that_would_copy_the_history(tiny_lm, make_session):
+    """The property test above is not vacuous: here the ban's reply differs from the raw
+    greedy one, and contains no 2-token run of the earlier reply."""
+    earlier = greedy_reply(tiny_lm, "tell me about paris", 12)
+    history = [("tell me about paris", tiny_lm.decode(earlier))]
+    prompt = tiny_lm.prompt_ids("tell me about paris", history)
+    raw = banned_greedy_reply(tiny_lm, prompt, 10, CopyBan([], 2))
+    session = make_session(
+        tiny_lm, policy="baseline", verifier="exact", max_new_tokens=10, max_sentences=0, sentence=RULES, copy_ban=2
+    )
+    session.reset(history)
+    run(session, [], "tell me about paris", [])
+    reply = session.state.tokens[len(prompt) :]
+    runs = {tuple(earlier[i : i + 2]) for i in range(len(earlier) - 1)}
+    assert reply != raw
+    assert not any(tuple(reply[i : i + 2]) in runs for i in range(len(reply) - 1))
+
+
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(partial_sequences(), st.sampled_from(POLICIES), st.sampled_from(DECODERS), st.booleans())
+@given(partial_sequences(), st.sampled_from(POLICIES), st.sampled_from(DECODERS), st.booleans(), st.booleans())
 def test_the_cache_equals_a_fresh_encoding_of_the_kept_text_after_every_step(
-    tiny_lm, make_session, case, policy, decoder, anticipate
+    tiny_lm, make_session, case, policy, decoder, anticipate, with_history
 ):
     partials, final, steps = case
     session = make_session(
-        tiny_lm, policy=policy, decoder=decoder, max_new_tokens=10, sentence=RULES, anticipate=anticipate, anticipate_tokens=3
+        tiny_lm,
+        policy=policy,
+        decoder=decoder,
+        max_new_tokens=10,
+        sentence=RULES,
+        anticipate=anticipate,
+        anticipate_tokens=3,
+        copy_ban=2,
     )
+    if with_history:  # an earlier reply for the copy ban to act on
+        session.reset([(final, tiny_lm.decode(greedy_reply(tiny_lm, final, 12)))])
 
     def step_and_check():
         session.step()
@@ -159,6 +219,21 @@ def test_emissions_come_in_order_and_candidates_before_the_end(tiny_lm, make_ses
     assert " ".join(spoken).split() == emissions[-1][1].split()
 
 
+@pytest.mark.parametrize("policy", ["baseline", "predgen"])
+def test_the_reply_ends_after_max_sentences(tiny_lm, make_session, policy):
+    rules = SentenceRules(min_chars=1, fallback_chars=12, max_tokens=3)  # a sentence every few tokens
+    unlimited = make_session(tiny_lm, policy=policy, max_new_tokens=40, max_sentences=0, sentence=rules)
+    limited = make_session(tiny_lm, policy=policy, max_new_tokens=40, max_sentences=2, sentence=rules)
+    said = {}
+    for name, session in (("unlimited", unlimited), ("limited", limited)):
+        emissions = run(session, ["tell me about"], "tell me about paris", [20])
+        said[name] = [text for kind, text in emissions if kind in ("commit", "sentence")]
+    assert len(said["unlimited"]) > 2
+    assert said["limited"] == said["unlimited"][:2]
+    assert limited.turn.reply.split() == " ".join(said["limited"]).split()
+    assert limited.history[-1][1] == limited.turn.reply  # the history keeps what was said
+
+
 def test_baseline_does_no_work_before_the_end_of_turn(tiny_lm, make_session):
     session = make_session(tiny_lm, policy="baseline", sentence=RULES, max_new_tokens=0)
     session.partial("what is the capital", 0.0)
@@ -198,6 +273,9 @@ def test_history_is_used_on_the_next_turn(tiny_lm, make_session):
         ("max_gap", float("nan")),
         ("exact_head", -1),
         ("history_tokens", -1),
+        ("max_sentences", -1),
+        ("copy_ban", 1),
+        ("copy_ban", -2),
         ("anticipate_tokens", 0),
         ("margin", 0.0),
         ("min_p", 0.0),
@@ -213,7 +291,7 @@ def test_an_asr_revision_of_an_earlier_word_is_verified_not_assumed(tiny_lm, mak
     """pocketsphinx-style: 'cap old friends' becomes 'capital of france' in the final."""
     partials = ["what is the", "what is the cap", "what is the cap old", "what is the cap old friends"]
     final = "what is the capital of france"
-    config = dict(verifier="exact", max_new_tokens=10, sentence=RULES)
+    config = dict(verifier="exact", max_new_tokens=10, max_sentences=0, sentence=RULES)
     predgen = make_session(tiny_lm, policy="predgen", **config)
     baseline = make_session(tiny_lm, policy="baseline", **config)
     run(predgen, partials, final, [30] * len(partials))

@@ -27,6 +27,11 @@ def default_question_file() -> Path:
     return Path(str(files("predgen_ros") / "data" / "mt_bench" / "question.jsonl"))
 
 
+def robot_conversation_file() -> Path:
+    """40 utterances of one spoken conversation with a home robot (its LICENSE-NOTE beside it)."""
+    return Path(str(files("predgen_ros") / "data" / "robot_conversation" / "conversation.txt"))
+
+
 def load_questions(path: str | Path | None = None, limit: int | None = None, turn: int = 1) -> list[Question]:
     """MT-Bench style JSONL (turn `turn` of each line, the earlier turns as its context),
     or plain text, one question a line (turn 1 only)."""

@@ -32,9 +32,11 @@ class EngineConfig:
     margin: float = 0.25  # margin: nats a kept token may lie below the most likely token, any rank
     min_p: float = 0.5  # minp: a kept token has at least this share of the top token's probability
     decoder: str = "ar"
+    copy_ban: int = 4  # tokens: a reply never completes a run this long of an earlier reply in the prompt (0: plain greedy)
     jacobi_block: int = 8  # tokens per Jacobi iteration (1 exact + guesses)
     margin_tokens: int = 2  # speculate this far past the first sentence
     max_new_tokens: int = 256  # whole reply; 0 = stop after the first sentence
+    max_sentences: int = 2  # a robot answers briefly: the reply ends after this many sentences (0: no limit)
     history_tokens: int = 1024  # earlier turns kept in the prompt (a long prompt slows every pass)
     anticipate: bool = True  # predgen: speculate on the model's guess of the sentence's end (README: Recommendation)
     anticipate_tokens: int = 12  # at most this many tokens of guessed user text
@@ -58,10 +60,16 @@ class EngineConfig:
             raise ConfigError(f"min_p must lie in (0, 1], got {self.min_p}")
         if self.exact_head < 0:
             raise ConfigError(f"exact_head must be >= 0, got {self.exact_head}")
+        if self.copy_ban == 1 or self.copy_ban < 0:
+            raise ConfigError(
+                f"copy_ban is a run length of at least 2 tokens, or 0 for plain greedy decoding; got {self.copy_ban}"
+            )
         if self.jacobi_block < 1:
             raise ConfigError(f"jacobi_block must be >= 1, got {self.jacobi_block}")
         if self.anticipate_tokens < 1:
             raise ConfigError(f"anticipate_tokens must be >= 1, got {self.anticipate_tokens}")
+        if self.max_sentences < 0:
+            raise ConfigError(f"max_sentences must be >= 0 (0: no limit), got {self.max_sentences}")
         if self.history_tokens < 0:
             raise ConfigError(f"history_tokens must be >= 0 (0 keeps no history), got {self.history_tokens}")
 

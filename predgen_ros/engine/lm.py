@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 import torch
 from transformers import DynamicCache
 
+from .copy_ban import CopyBan
+
 log = logging.getLogger(__name__)
 
 REPLY_RESERVE = 512  # context tokens kept free for the reply and speculation
@@ -194,6 +196,12 @@ class KVState:
     next_logits: torch.Tensor | None = None
     watch: int | None = None  # a position whose predicting logits a pass keeps...
     watched: torch.Tensor | None = None  # ...here (the end-of-turn signal rides on passes already run)
+    reply_start: int | None = None  # where the reply begins in `tokens` (None: no reply, e.g. guessed user words)
+    rule: CopyBan | None = None  # the decoding rule applied to every row that predicts a reply token
+
+    def answer_from(self, reply_start: int | None, rule: CopyBan | None) -> None:
+        """Passes from now on predict a reply that starts at `reply_start`, under `rule`."""
+        self.reply_start, self.rule = reply_start, rule
 
     def crop(self, length: int) -> None:
         """Keep only the first `length` tokens (their logits are forgotten)."""
@@ -208,12 +216,15 @@ class KVState:
         self.next_logits = None
 
     def append(self, ids: list[int]) -> torch.Tensor:
-        """One forward pass over `ids`; returns their logits (row j predicts ids[j+1])."""
+        """One forward pass over `ids`; returns their logits (row j predicts ids[j+1]), the
+        rows that predict reply tokens under the decoding rule."""
         start = len(self.tokens)
         logits = self.lm.forward(ids, self.cache)
         if self.watch is not None and start < self.watch <= start + len(ids):
             self.watched = logits[self.watch - start - 1].clone()
         self.tokens.extend(ids)
+        if self.rule is not None and self.reply_start is not None:
+            self.rule.mask(logits, self.tokens[self.reply_start :], start + 1 - self.reply_start)
         self.next_logits = logits[-1]
         return logits
 

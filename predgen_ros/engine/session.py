@@ -58,6 +58,7 @@ from enum import Enum
 from ..transcripts import words
 from .anticipate import Guess, ends_sentence, on_track
 from .config import DECODERS, POLICIES, VERIFIERS, ConfigError, EngineConfig  # noqa: F401 (a session is made from these)
+from .copy_ban import CopyBan
 from .decode import ar_step, greedy_next, jacobi_step, ngram_draft
 from .lm import KVState, LanguageModel
 from .sentences import split_first_sentence
@@ -285,6 +286,7 @@ class Session:
         self._prompt_changed = False  # the prompt changed since the cache was verified against it
         self._reply_complete = False  # the reply reached a stop token or its length cap
         self._spoken = 0  # characters of the reply already emitted as sentences
+        self._sentences = 0  # sentences of the reply emitted
         self._candidate = ""
         self._draft: list[int] = []
         self._analysis: tuple[int, tuple[str, int] | None] | None = None  # (cache version, first sentence)
@@ -298,6 +300,7 @@ class Session:
         self._unscored: str | None = None  # the latest partial, until its end probability is emitted
         replies = [self.lm.encode_reply(reply) for _, reply in self.history] if self.config.copy_guard else []
         self._history_ngrams = reply_ngrams(replies)  # what a runner-up token may not copy
+        self._rule = self._copy_rule()
 
     def _finish_turn(self) -> None:
         if self.phase is Phase.SPEAKING:  # interrupted: keep what was said
@@ -313,12 +316,21 @@ class Session:
             self.history.pop(0)
             sizes.pop(0)
 
+    def _copy_rule(self) -> CopyBan | None:
+        """The decoding rule for a reply after the history: no run of `copy_ban` tokens
+        of an earlier reply in the prompt, or of itself (engine/copy_ban.py)."""
+        if not self.config.copy_ban:
+            return None
+        return CopyBan([self.lm.encode_reply(reply) for _, reply in self.history], self.config.copy_ban)
+
     def _set_target(self, text: str) -> None:
         self._target_text = text
         prompt, dropped = self.lm.fit_prompt(text, self.history)
         del self.history[:dropped]  # out of the context for good: stop re-templating it
         if prompt != self._prompt:
             self._prompt = prompt
+            if dropped:  # the rule covers the replies in the prompt
+                self._rule = self._copy_rule()
             self._prompt_changed = True
             self.turn.prompt_ids = prompt
             self.turn.history_turns = len(self.history)
@@ -349,6 +361,7 @@ class Session:
         """One pass of the guess; it ends at the end-of-message token, the end of a
         sentence or `anticipate_tokens`, and its text becomes the target."""
         guess = self._guess
+        self.state.answer_from(None, None)  # the user's words: no decoding rule
         keep = self.state.sync_prefix(guess.ids)
         self.state.append(guess.ids[keep:])
         self.turn.guess_passes += 1
@@ -378,6 +391,7 @@ class Session:
         self._prompt_changed = False
         self.turn.rounds += 1
         self.state.watch, self.state.watched = self.lm.user_end(self._prompt), None
+        self.state.answer_from(len(self._prompt), self._rule)
         candidate = self._candidate_to_verify()
         if candidate is not None:
             kept = verify_candidate(
@@ -519,10 +533,12 @@ class Session:
         self.turn.first_sentence = sentence
         self.turn.first_sentence_ids = self._sentence_ids(end)
         self._spoken = end
+        self._sentences = 1
 
     def _continue_reply(self) -> list[tuple[str, str]]:
-        """Sentences after the first, as they complete; then the whole reply."""
-        if self.config.max_new_tokens == 0:
+        """Sentences after the first, as they complete; then the whole reply (it ends
+        early after `max_sentences` sentences)."""
+        if self.config.max_new_tokens == 0 or self.config.max_sentences == 1:
             return self._close_turn(self.turn.first_sentence)
         out = []
         text = self._reply_text(with_pending=not self._reply_complete)
@@ -531,6 +547,9 @@ class Session:
                 break
             out.append(("sentence", split[0]))
             self._spoken = len(text) - len(split[1])
+            self._sentences += 1
+            if self._sentences == self.config.max_sentences:
+                return out + self._close_turn(text[: self._spoken].strip())
         if self._reply_complete:
             out += self._close_turn(text.strip())
         return out

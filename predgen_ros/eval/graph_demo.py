@@ -1,11 +1,13 @@
-"""The demo: questions spoken into the real ROS 2 graph, once per policy.
+"""The demo: one spoken conversation through the real ROS 2 graph, once per policy.
 
 For each policy the three nodes start as processes (nodes.bringup.Graph), the
-text ASR backend speaks the questions at 600 characters/min, each only after the
-reply to the previous one has ended (or `asr.text.reply_timeout_s` passed),
+text ASR backend speaks the utterances at 600 characters/min, each only after
+the reply to the previous one has ended (or `asr.text.reply_timeout_s` passed),
 tts_node writes each reply as a WAV file, and this process listens to
-`predgen/latency` for the per-turn reports.  A question without a report is
-shown as "no reply".  Latencies come from the graph's own clocks (real time).
+`predgen/latency` for the per-turn reports and to `predgen/response` for the
+whole replies.  A question without a report is shown as "no reply".  Latencies
+come from the graph's own clocks (real time); the conversation measures
+(eval/conversation.py) show whether the robot answered or parroted.
 """
 
 from __future__ import annotations
@@ -23,9 +25,22 @@ from ..nodes.probe import GraphProbe
 class DemoSettings:
     params_file: Path
     out: Path
+    questions: Path
     policies: tuple[str, ...] = ("baseline", "predgen")
-    limit: int = 3
+    limit: int = 8
     turn_timeout_s: float = 180.0
+
+
+@dataclass
+class DemoAnswer:
+    """One turn's answer, in the shape the conversation measures read."""
+
+    policy: str
+    first_sentence: str
+    reply: str
+    answered: bool = True
+    repeats_opening: bool | None = None
+    history_copy: float | None = None
 
 
 class ReportListener(GraphProbe):
@@ -33,12 +48,15 @@ class ReportListener(GraphProbe):
 
     def __init__(self, name: str = "predgen_demo_listener"):
         from diagnostic_msgs.msg import DiagnosticArray
+        from std_msgs.msg import String
 
         from ..nodes.common import TEXT_QOS
 
         super().__init__(name)
         self.reports: list[dict[str, str]] = []
+        self.responses: list[str] = []
         self.node.create_subscription(DiagnosticArray, "predgen/latency", self._on_report, TEXT_QOS)
+        self.node.create_subscription(String, "predgen/response", lambda msg: self.responses.append(msg.data), TEXT_QOS)
 
     def _on_report(self, msg) -> None:
         for status in msg.status:
@@ -62,12 +80,14 @@ class ReportListener(GraphProbe):
 
 
 def run_policy(policy: str, settings: DemoSettings, progress=None) -> list[dict[str, str]]:
-    """Start the graph with `policy`, let the user speak, return the per-turn reports."""
+    """Start the graph with `policy`, let the user speak, return the per-turn reports
+    (each with its whole reply under "reply")."""
     wav_dir = settings.out / policy
     wav_dir.mkdir(parents=True, exist_ok=True)
     overrides = {
         "policy": policy,
         "asr.backend": "text",
+        "asr.text.source": str(settings.questions),
         "asr.text.limit": settings.limit,
         "asr.text.wait_for_reply": True,
         "asr.text.reply_timeout_s": settings.turn_timeout_s,
@@ -86,7 +106,20 @@ def run_policy(policy: str, settings: DemoSettings, progress=None) -> list[dict[
             raise GraphError(f"policy {policy}: {err}; see {log_path}") from None
         finally:
             listener.close()
-    return listener.reports
+    return with_replies(listener.reports, listener.responses)
+
+
+def with_replies(reports: list[dict[str, str]], responses: list[str]) -> list[dict[str, str]]:
+    """Each report with its whole reply: the next response that begins with its first
+    sentence (a turn cut short by the next utterance may have none: its first sentence)."""
+    remaining = list(responses)
+    out = []
+    for report in reports:
+        reply = next((r for r in remaining if r.startswith(report["first_sentence"])), report["first_sentence"])
+        if reply in remaining:
+            remaining = remaining[remaining.index(reply) + 1 :]
+        out.append({**report, "reply": reply})
+    return out
 
 
 def reports_by_question(questions: list[str], reports: list[dict[str, str]]) -> list[dict[str, str] | None]:
@@ -128,6 +161,40 @@ def latency_table(questions: list[str], reports: dict[str, list[dict[str, str] |
     if compare and None not in (p50[0], p50[-1]):
         line += f" {p50[0] / p50[-1]:>7.2f}x"
     lines.append(line)
+    return "\n".join(lines)
+
+
+def conversation_measures(answers: dict[str, list[dict[str, str] | None]], encode) -> dict[str, dict[str, float | None]]:
+    """Per policy: the share of answers whose opening repeats an earlier one, the mean share
+    of each reply's token runs copied from an earlier reply (`encode`: text to token ids),
+    and the share of first sentences equal to baseline's."""
+    from .conversation import mark_history_copies, mark_repeated_openings
+
+    measures = {}
+    for policy, rows in answers.items():
+        turns = [DemoAnswer(policy, r["first_sentence"], r["reply"]) for r in rows if r is not None]
+        mark_repeated_openings(turns)
+        mark_history_copies(turns, encode)
+        copies = [t.history_copy for t in turns if t.history_copy is not None]
+        pairs = [(r, b) for r, b in zip(rows, answers.get("baseline", rows)) if r is not None and b is not None]
+        measures[policy] = {
+            "repeated_opening_share": sum(t.repeats_opening for t in turns) / len(turns) if turns else None,
+            "history_copy_mean": sum(copies) / len(copies) if copies else None,
+            "same_as_baseline_share": sum(r["first_sentence"] == b["first_sentence"] for r, b in pairs) / len(pairs)
+            if pairs
+            else None,
+        }
+    return measures
+
+
+def measures_table(measures: dict[str, dict[str, float | None]]) -> str:
+    cell = lambda v: "-" if v is None else f"{v:.0%}"  # noqa: E731
+    lines = [f"{'policy':<10} {'repeat':>7} {'copy':>6} {'same as baseline':>17}"]
+    for policy, m in measures.items():
+        lines.append(
+            f"{policy:<10} {cell(m['repeated_opening_share']):>7} {cell(m['history_copy_mean']):>6} "
+            f"{cell(m['same_as_baseline_share']):>17}"
+        )
     return "\n".join(lines)
 
 

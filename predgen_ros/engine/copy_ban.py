@@ -1,0 +1,54 @@
+"""The decoding rule on top of greedy: a reply does not copy runs of earlier replies.
+
+A small model that reads its own earlier replies in the prompt copies them: in a
+spoken conversation of short requests SmolLM2-135M answered every question with
+its first reply (README, "Conversations").  The rule: the next reply token is the
+most likely one, unless it would complete a run of `n` tokens that already occurs
+in an earlier reply kept in the prompt, or earlier in the reply itself (a reply
+that loops on one phrase becomes history that invites the next loop); then it is
+the most likely token that would not.
+
+The rule acts on the logits (KVState.append sets the banned tokens to -inf in
+every row that predicts a reply token), so baseline's decoding, the verifiers and
+the Jacobi check all see the same choice: the exact verifier compares each
+candidate token with the rule's choice, and stays lossless against it.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class CopyBan:
+    """Which tokens may not follow a reply prefix: those that would complete a run of
+    `n` tokens found in `sources` (the earlier replies' token ids) or in the prefix."""
+
+    def __init__(self, sources: list[list[int]], n: int):
+        if n < 2:
+            raise ValueError(f"a copy ban needs runs of at least 2 tokens, got {n}")
+        self.n = n
+        self._next: dict[tuple[int, ...], set[int]] = {}
+        for ids in sources:
+            for i in range(len(ids) - n + 1):
+                self._next.setdefault(tuple(ids[i : i + n - 1]), set()).add(ids[i + n - 1])
+
+    def banned(self, reply: list[int]) -> set[int]:
+        """Tokens that may not come next after the reply's tokens so far."""
+        if len(reply) < self.n - 1:
+            return set()
+        head = reply[len(reply) - self.n + 1 :]
+        own = {reply[i + self.n - 1] for i in range(len(reply) - self.n + 1) if reply[i : i + self.n - 1] == head}
+        return self._next.get(tuple(head), set()) | own
+
+    def mask(self, logits: torch.Tensor, reply: list[int], first_row_predicts: int) -> None:
+        """Set banned tokens to -inf in place.  Row j of `logits` predicts the token at
+        index `first_row_predicts + j` of `reply` (negative: a prompt position, untouched);
+        `reply` holds every reply token the rows were computed from."""
+        for j in range(len(logits)):
+            position = first_row_predicts + j
+            if position < self.n - 1:
+                continue
+            banned = self.banned(reply[:position])
+            if banned:
+                with torch.inference_mode():  # the logits of a pass are inference tensors
+                    logits[j, list(banned)] = float("-inf")
