@@ -44,11 +44,8 @@ class CopyBan:
         """Set banned tokens to -inf in place.  Row j of `logits` predicts the token at
         index `first_row_predicts + j` of `reply` (negative: a prompt position, untouched);
         `reply` holds every reply token the rows were computed from."""
-        for j in range(len(logits)):
-            position = first_row_predicts + j
-            if position < self.n - 1:
-                continue
-            banned = self.banned(reply[:position])
-            if banned:
-                with torch.inference_mode():  # the logits of a pass are inference tensors
+        with torch.inference_mode():  # the logits of a pass are inference tensors
+            for j in range(len(logits)):
+                position = first_row_predicts + j
+                if position >= self.n - 1 and (banned := self.banned(reply[:position])):
                     logits[j, list(banned)] = float("-inf")

@@ -298,9 +298,9 @@ class Session:
         self._target_text = ""  # the user text the prompt holds
         self._end_scores: dict[str, float] = {}  # user text (as `words`) -> P(the message ends after it)
         self._unscored: str | None = None  # the latest partial, until its end probability is emitted
-        replies = [self.lm.encode_reply(reply) for _, reply in self.history] if self.config.copy_guard else []
-        self._history_ngrams = reply_ngrams(replies)  # what a runner-up token may not copy
-        self._rule = self._copy_rule()
+        replies = [self.lm.encode_reply(reply) for _, reply in self.history]
+        self._history_ngrams = reply_ngrams(replies if self.config.copy_guard else [])  # what a runner-up token may not copy
+        self._rule = self._copy_rule(replies)
 
     def _finish_turn(self) -> None:
         if self.phase is Phase.SPEAKING:  # interrupted: keep what was said
@@ -316,12 +316,11 @@ class Session:
             self.history.pop(0)
             sizes.pop(0)
 
-    def _copy_rule(self) -> CopyBan | None:
-        """The decoding rule for a reply after the history: no run of `copy_ban` tokens
-        of an earlier reply in the prompt, or of itself (engine/copy_ban.py)."""
-        if not self.config.copy_ban:
-            return None
-        return CopyBan([self.lm.encode_reply(reply) for _, reply in self.history], self.config.copy_ban)
+    def _copy_rule(self, replies: list[list[int]]) -> CopyBan | None:
+        """The decoding rule for a reply after the history (`replies`: its replies' token
+        ids): no run of `copy_ban` tokens of an earlier reply in the prompt, or of itself
+        (engine/copy_ban.py)."""
+        return CopyBan(replies, self.config.copy_ban) if self.config.copy_ban else None
 
     def _set_target(self, text: str) -> None:
         self._target_text = text
@@ -330,7 +329,7 @@ class Session:
         if prompt != self._prompt:
             self._prompt = prompt
             if dropped:  # the rule covers the replies in the prompt
-                self._rule = self._copy_rule()
+                self._rule = self._copy_rule([self.lm.encode_reply(reply) for _, reply in self.history])
             self._prompt_changed = True
             self.turn.prompt_ids = prompt
             self.turn.history_turns = len(self.history)

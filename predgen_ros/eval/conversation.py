@@ -25,9 +25,10 @@ from collections.abc import Iterable
 import torch
 
 from ..engine.lm import KVState
+from ..engine.verify import COPY_NGRAM
 
 OPENING_WORDS = 6
-COPY_RUN = 4  # tokens: a run this long found in an earlier reply is copied
+COPY_RUN = COPY_NGRAM  # tokens: a run this long found in an earlier reply is copied
 RELEVANCE_CONTRASTS = 8  # other questions each answer is scored against (the next ones in the set)
 
 
