@@ -109,6 +109,12 @@ def _add_bench_options(parser: argparse.ArgumentParser) -> None:
         help="a reply never completes a run of this many tokens of an earlier reply in the prompt (default 4; 0: plain greedy)",
     )
     parser.add_argument(
+        "--copy-ban-user",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the copy ban also covers the user's words: the reply does not echo the request (default: off)",
+    )
+    parser.add_argument(
         "--endpoint-delay", type=float, default=None, help="seconds from the final transcript to the end of turn (default 0)"
     )
     parser.add_argument("--max-new-tokens", type=int, default=0, help="reply length; 0 (default) stops after the first sentence")
@@ -149,6 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--chars-per-minute", type=float, default=600.0, help="speaking rate of the simulated user (default 600)")
     bench.add_argument("--history-tokens", type=int, default=None, help="history kept in the prompt, in tokens (default 1024)")
+    bench.add_argument(
+        "--history-turns", type=int, default=None, help="at most this many earlier turns in the prompt (default 0: no limit)"
+    )
     bench.add_argument("--out", type=Path, default=None, help="write summary.json, turns.csv and latency.png here")
 
     frontier = sub.add_parser(
@@ -359,6 +368,8 @@ def _bench_params(args: argparse.Namespace) -> dict:
         "generation.anticipate": getattr(args, "anticipate", None),
         "decoder.jacobi_block": args.jacobi_block,
         "decoder.copy_ban": args.copy_ban,
+        "decoder.copy_ban_user": args.copy_ban_user,
+        "generation.history_turns": getattr(args, "history_turns", None),
         "endpoint_delay": args.endpoint_delay,
         "model.path": args.model,
         "model.device": args.device,
@@ -456,6 +467,8 @@ def _bench_meta(job: BenchJob, args: argparse.Namespace, **extra) -> dict:
         "decoder": config.decoder,
         "jacobi_block": config.jacobi_block,
         "copy_ban": config.copy_ban,
+        "copy_ban_user": config.copy_ban_user,
+        "history_turns": config.history_turns,
         "endpoint_delay_s": job.endpoint_delay,
         "conversation": args.conversation,
         "history_tokens": config.history_tokens,
@@ -480,14 +493,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
         job, bench.policy_variants(job.config, policies), args.chars_per_minute, args.conversation
     )
     config = job.config
-    conversation = f" in one conversation (history {config.history_tokens} tokens)" if args.conversation else ""
+    turns = f", at most {config.history_turns} turns" if config.history_turns else ""
+    conversation = f" in one conversation (history {config.history_tokens} tokens{turns})" if args.conversation else ""
     turn = (
         f" (MT-Bench turns {','.join(map(str, args.turn))}; turn 2 after turn 1 and the model's reply)" if 2 in args.turn else ""
     )
     anticipate = ", anticipation" if config.anticipate else ""
     print(
         f"\n{len(job.questions)} questions{turn}{conversation}, verifier={describe_verifier(config)}{anticipate}, "
-        f"decoder={config.decoder}, copy ban={config.copy_ban or 'off'}, endpoint delay={job.endpoint_delay}s, device={job.lm.device}"
+        f"decoder={config.decoder}, copy ban={config.copy_ban or 'off'}{' +user' if config.copy_ban_user else ''}, endpoint delay={job.endpoint_delay}s, device={job.lm.device}"
     )
     print(bench.format_table(summary))
     print(bench.format_duration_table(by_duration))

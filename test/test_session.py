@@ -110,20 +110,24 @@ def test_exact_predgen_commits_the_baseline_greedy_reply(tiny_lm, make_session, 
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(partial_sequences(), st.booleans(), st.sampled_from(DECODERS))
-def test_exact_predgen_commits_the_greedy_reply_under_the_copy_ban(tiny_lm, make_session, case, anticipate, decoder):
+@given(partial_sequences(), st.booleans(), st.sampled_from(DECODERS), st.booleans())
+def test_exact_predgen_commits_the_greedy_reply_under_the_copy_ban(tiny_lm, make_session, case, anticipate, decoder, ban_user):
     """With an earlier reply in the history, every policy decodes under the ban on
-    copying its runs, and the exact verifier compares against the ban's choice."""
+    copying its runs (and, ban_user, the user's words: the rule changes with every
+    partial), and the exact verifier compares against the ban's choice."""
     partials, final, steps = case
     history = [(final, tiny_lm.decode(greedy_reply(tiny_lm, final, 12)))]  # the raw greedy reply: the ban has work
-    config = dict(verifier="exact", max_new_tokens=10, max_sentences=0, sentence=RULES, copy_ban=2, decoder=decoder)
+    config = dict(
+        verifier="exact", max_new_tokens=10, max_sentences=0, sentence=RULES, copy_ban=2, copy_ban_user=ban_user, decoder=decoder
+    )
     predgen = make_session(tiny_lm, policy="predgen", anticipate=anticipate, anticipate_tokens=3, **config)
     baseline = make_session(tiny_lm, policy="baseline", **config)
     for session in (predgen, baseline):
         session.reset(history)
         run(session, partials, final, steps)
     assert predgen.turn.reply == baseline.turn.reply
-    ban = CopyBan([tiny_lm.encode_reply(reply) for _, reply in history], 2)
+    sources = [tiny_lm.encode_reply(reply) for _, reply in history] + ([tiny_lm.encode_reply(final)] if ban_user else [])
+    ban = CopyBan(sources, 2)
     expected = banned_greedy_reply(tiny_lm, predgen.turn.prompt_ids, 10, ban)
     assert predgen.state.tokens[len(predgen.turn.prompt_ids) :] == expected
 
@@ -161,6 +165,7 @@ def test_the_cache_equals_a_fresh_encoding_of_the_kept_text_after_every_step(
         anticipate=anticipate,
         anticipate_tokens=3,
         copy_ban=2,
+        copy_ban_user=with_history,
     )
     if with_history:  # an earlier reply for the copy ban to act on
         session.reset([(final, tiny_lm.decode(greedy_reply(tiny_lm, final, 12)))])
@@ -273,6 +278,7 @@ def test_history_is_used_on_the_next_turn(tiny_lm, make_session):
         ("max_gap", float("nan")),
         ("exact_head", -1),
         ("history_tokens", -1),
+        ("history_turns", -1),
         ("max_sentences", -1),
         ("copy_ban", 1),
         ("copy_ban", -2),
@@ -310,3 +316,32 @@ def test_the_history_keeps_the_newest_turns_within_its_token_budget(tiny_lm, mak
     size = sum(len(tiny_lm.encode_reply(u)) + len(tiny_lm.encode_reply(r)) for u, r in session.history)
     assert 0 < size <= 40 and len(session.history) < 8
     assert [u for u, _ in session.history] == [f"question {i} about paris" for i in range(8 - len(session.history), 8)]
+
+
+def test_history_turns_keeps_only_the_newest_turns(tiny_lm, make_session):
+    session = make_session(tiny_lm, policy="baseline", max_new_tokens=6, history_turns=2, sentence=RULES)
+    for i in range(4):
+        run(session, [], f"question {i} about paris", [])
+    assert [u for u, _ in session.history] == ["question 2 about paris", "question 3 about paris"]
+
+
+def test_the_user_copy_ban_keeps_the_reply_from_echoing_the_request(smollm, make_session):
+    """copy_ban_user, on SmolLM2 after two exchanges it answered by echoing (as it did in
+    the robot conversation with two turns of history): without the
+    user's words in the ban the next reply echoes its request too; with them it cannot."""
+    history = [
+        ("Remind me to call my mother at six.", "Remind me to call my mother at six."),
+        ("No, wait, make it seven.", "No, no, no, make it seven."),
+    ]
+    text = "What is on my calendar tomorrow?"
+    user = smollm.encode_reply(text)
+    runs = {tuple(user[i : i + 4]) for i in range(len(user) - 3)}
+    replies = {}
+    for ban_user in (False, True):
+        session = make_session(smollm, policy="baseline", max_new_tokens=12, max_sentences=0, copy_ban_user=ban_user)
+        session.reset(history)
+        run(session, [], text, [])
+        replies[ban_user] = session.state.tokens[len(session.turn.prompt_ids) :]
+    echoes = lambda reply: any(tuple(reply[i : i + 4]) in runs for i in range(len(reply) - 3))  # noqa: E731
+    assert echoes(replies[False]), smollm.decode(replies[False])
+    assert not echoes(replies[True]), smollm.decode(replies[True])

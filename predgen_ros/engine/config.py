@@ -33,11 +33,13 @@ class EngineConfig:
     min_p: float = 0.5  # minp: a kept token has at least this share of the top token's probability
     decoder: str = "ar"
     copy_ban: int = 4  # tokens: a reply never completes a run this long of an earlier reply in the prompt (0: plain greedy)
+    copy_ban_user: bool = False  # the copy ban also covers the user's words: the reply does not echo the request
     jacobi_block: int = 8  # tokens per Jacobi iteration (1 exact + guesses)
     margin_tokens: int = 2  # speculate this far past the first sentence
     max_new_tokens: int = 256  # whole reply; 0 = stop after the first sentence
     max_sentences: int = 2  # a robot answers briefly: the reply ends after this many sentences (0: no limit)
     history_tokens: int = 1024  # earlier turns kept in the prompt (a long prompt slows every pass)
+    history_turns: int = 0  # at most this many earlier turns in the prompt (0: as many as history_tokens holds)
     anticipate: bool = True  # predgen: speculate on the model's guess of the sentence's end (README: Recommendation)
     anticipate_tokens: int = 12  # at most this many tokens of guessed user text
     sentence: SentenceRules = field(default_factory=SentenceRules)
@@ -72,6 +74,8 @@ class EngineConfig:
             raise ConfigError(f"max_sentences must be >= 0 (0: no limit), got {self.max_sentences}")
         if self.history_tokens < 0:
             raise ConfigError(f"history_tokens must be >= 0 (0 keeps no history), got {self.history_tokens}")
+        if self.history_turns < 0:
+            raise ConfigError(f"history_turns must be >= 0 (0: no limit but history_tokens), got {self.history_turns}")
 
     @property
     def accept_k(self) -> int | None:

@@ -298,9 +298,9 @@ class Session:
         self._target_text = ""  # the user text the prompt holds
         self._end_scores: dict[str, float] = {}  # user text (as `words`) -> P(the message ends after it)
         self._unscored: str | None = None  # the latest partial, until its end probability is emitted
-        replies = [self.lm.encode_reply(reply) for _, reply in self.history]
-        self._history_ngrams = reply_ngrams(replies if self.config.copy_guard else [])  # what a runner-up token may not copy
-        self._rule = self._copy_rule(replies)
+        self._history_replies = [self.lm.encode_reply(reply) for _, reply in self.history]  # token ids, as in the prompt
+        self._history_ngrams = reply_ngrams(self._history_replies if self.config.copy_guard else [])  # what a runner-up token may not copy
+        self._rule: CopyBan | None = None  # the decoding rule for the target prompt (set with it)
 
     def _finish_turn(self) -> None:
         if self.phase is Phase.SPEAKING:  # interrupted: keep what was said
@@ -308,28 +308,34 @@ class Session:
         self._start_turn()
 
     def _remember(self, user_text: str, reply: str) -> None:
-        """Add a turn to the history; the oldest turns go once it exceeds `history_tokens`."""
+        """Add a turn to the history; the oldest turns go once there are more than
+        `history_turns` or they exceed `history_tokens`."""
         self.history.append((user_text, reply))
+        if self.config.history_turns:
+            del self.history[: -self.config.history_turns]
         size = lambda turn: len(self.lm.encode_reply(turn[0])) + len(self.lm.encode_reply(turn[1]))  # noqa: E731
         sizes = [size(turn) for turn in self.history]
         while self.history and sum(sizes) > self.config.history_tokens:
             self.history.pop(0)
             sizes.pop(0)
 
-    def _copy_rule(self, replies: list[list[int]]) -> CopyBan | None:
-        """The decoding rule for a reply after the history (`replies`: its replies' token
-        ids): no run of `copy_ban` tokens of an earlier reply in the prompt, or of itself
-        (engine/copy_ban.py)."""
-        return CopyBan(replies, self.config.copy_ban) if self.config.copy_ban else None
+    def _copy_rule(self, user_text: str) -> CopyBan | None:
+        """The decoding rule for a reply to `user_text` after the history: no run of
+        `copy_ban` tokens of an earlier reply in the prompt, of itself, or (copy_ban_user)
+        of the user's words (engine/copy_ban.py)."""
+        if not self.config.copy_ban:
+            return None
+        user = [self.lm.encode_reply(user_text)] if self.config.copy_ban_user else []
+        return CopyBan(self._history_replies + user, self.config.copy_ban)
 
     def _set_target(self, text: str) -> None:
         self._target_text = text
         prompt, dropped = self.lm.fit_prompt(text, self.history)
         del self.history[:dropped]  # out of the context for good: stop re-templating it
+        del self._history_replies[:dropped]  # the rule covers the replies in the prompt
         if prompt != self._prompt:
             self._prompt = prompt
-            if dropped:  # the rule covers the replies in the prompt
-                self._rule = self._copy_rule([self.lm.encode_reply(reply) for _, reply in self.history])
+            self._rule = self._copy_rule(text)  # before the pass that verifies against the prompt
             self._prompt_changed = True
             self.turn.prompt_ids = prompt
             self.turn.history_turns = len(self.history)
