@@ -299,7 +299,9 @@ class Session:
         self._end_scores: dict[str, float] = {}  # user text (as `words`) -> P(the message ends after it)
         self._unscored: str | None = None  # the latest partial, until its end probability is emitted
         self._history_replies = [self.lm.encode_reply(reply) for _, reply in self.history]  # token ids, as in the prompt
-        self._history_ngrams = reply_ngrams(self._history_replies if self.config.copy_guard else [])  # what a runner-up token may not copy
+        self._history_ngrams = reply_ngrams(
+            self._history_replies if self.config.copy_guard else []
+        )  # what a runner-up token may not copy
         self._rule: CopyBan | None = None  # the decoding rule for the target prompt (set with it)
 
     def _finish_turn(self) -> None:
