@@ -115,6 +115,12 @@ def _add_bench_options(parser: argparse.ArgumentParser) -> None:
         help="the copy ban also covers the user's words: the reply does not echo the request (default: off)",
     )
     parser.add_argument(
+        "--copy-ban-opening",
+        type=int,
+        default=None,
+        help="a reply does not begin with the first N tokens an earlier reply began with (default 0: off)",
+    )
+    parser.add_argument(
         "--endpoint-delay", type=float, default=None, help="seconds from the final transcript to the end of turn (default 0)"
     )
     parser.add_argument("--max-new-tokens", type=int, default=0, help="reply length; 0 (default) stops after the first sentence")
@@ -136,6 +142,7 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=None, help="local Hugging Face model folder (default: embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--device", default=None, help="auto, cpu or cuda[:N] (default: auto)")
     parser.add_argument("--dtype", default=None, help="auto (float32 on CPU, float16 on CUDA), float32, float16, bfloat16")
+    parser.add_argument("--system-prompt", default=None, help="what the model is told before the conversation (default: config)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -369,11 +376,13 @@ def _bench_params(args: argparse.Namespace) -> dict:
         "decoder.jacobi_block": args.jacobi_block,
         "decoder.copy_ban": args.copy_ban,
         "decoder.copy_ban_user": args.copy_ban_user,
+        "decoder.copy_ban_opening": args.copy_ban_opening,
         "generation.history_turns": getattr(args, "history_turns", None),
         "endpoint_delay": args.endpoint_delay,
         "model.path": args.model,
         "model.device": args.device,
         "model.dtype": args.dtype,
+        "model.system_prompt": args.system_prompt,
     }
     params.update({name: value for name, value in given.items() if value is not None})
     params["generation.max_new_tokens"] = args.max_new_tokens  # the benchmark measures the first sentence
@@ -393,11 +402,9 @@ class BenchJob:
 
     def load(self):
         from .audio.tts import PiperSynthesizer
-        from .engine.lm import LanguageModel
-        from .engine.models import load_pretrained
+        from .engine.models import load_language_model
 
-        model, tokenizer = load_pretrained(self.model_params.path, self.model_params.device, self.model_params.dtype)
-        self.lm, self.tts = LanguageModel(model, tokenizer), PiperSynthesizer()
+        self.lm, self.tts = load_language_model(self.model_params), PiperSynthesizer()
         return self
 
 
@@ -468,6 +475,7 @@ def _bench_meta(job: BenchJob, args: argparse.Namespace, **extra) -> dict:
         "jacobi_block": config.jacobi_block,
         "copy_ban": config.copy_ban,
         "copy_ban_user": config.copy_ban_user,
+        "copy_ban_opening": config.copy_ban_opening,
         "history_turns": config.history_turns,
         "endpoint_delay_s": job.endpoint_delay,
         "conversation": args.conversation,
@@ -479,6 +487,7 @@ def _bench_meta(job: BenchJob, args: argparse.Namespace, **extra) -> dict:
         "model": job.model_params.path or "smollm2-135m-instruct",
         "device": str(job.lm.device),
         "dtype": str(job.lm.model.dtype),
+        "system_prompt": job.lm.system_prompt,
         **extra,
     }
 
@@ -501,7 +510,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     anticipate = ", anticipation" if config.anticipate else ""
     print(
         f"\n{len(job.questions)} questions{turn}{conversation}, verifier={describe_verifier(config)}{anticipate}, "
-        f"decoder={config.decoder}, copy ban={config.copy_ban or 'off'}{' +user' if config.copy_ban_user else ''}, endpoint delay={job.endpoint_delay}s, device={job.lm.device}"
+        f"decoder={config.decoder}, copy ban={config.copy_ban or 'off'}{' +user' if config.copy_ban_user else ''}, opening ban={config.copy_ban_opening or 'off'}, endpoint delay={job.endpoint_delay}s, device={job.lm.device}"
     )
     print(bench.format_table(summary))
     print(bench.format_duration_table(by_duration))
@@ -585,6 +594,7 @@ def cmd_bringup(args: argparse.Namespace) -> int:
         "model.path": args.model,
         "model.device": args.device,
         "model.dtype": args.dtype,
+        "model.system_prompt": args.system_prompt,
         "asr.backend": args.asr_backend,
         "asr.input": args.asr_input,
         "tts.sink": args.sink,

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from predgen_ros.engine.config import SYSTEM_PROMPT
 from predgen_ros.engine.params import ENGINE_PARAMS, engine_config, read_params_file
 from predgen_ros.engine.session import ConfigError, EngineConfig
 
@@ -42,3 +43,11 @@ def test_a_file_without_the_node_section_is_named(tmp_path):
     bad.write_text("other_node:\n  ros__parameters: {}\n")
     with pytest.raises(ConfigError, match="predgen_node"):
         read_params_file(bad)
+
+
+def test_the_system_prompt_reaches_the_model_params_and_an_empty_one_is_named():
+    assert read_params_file(CONFIG)["model.system_prompt"] == SYSTEM_PROMPT  # the YAML shows the built-in prompt
+    _, model = engine_config({"model.system_prompt": "  You are a kitchen robot.  "})
+    assert model.system_prompt == "You are a kitchen robot."
+    with pytest.raises(ConfigError, match="model.system_prompt"):
+        engine_config({"model.system_prompt": " "})

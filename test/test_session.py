@@ -75,6 +75,8 @@ def banned_greedy_reply(lm, prompt, n, ban):
     return reply
 
 
+# (copy_ban, copy_ban_opening): with runs of 2 an opening of 2 or more adds nothing
+BANS = [(2, 0), (2, 1), (0, 2), (3, 2)]
 utterances = st.lists(st.sampled_from(WORDS), min_size=2, max_size=9)
 
 
@@ -110,15 +112,25 @@ def test_exact_predgen_commits_the_baseline_greedy_reply(tiny_lm, make_session, 
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(partial_sequences(), st.booleans(), st.sampled_from(DECODERS), st.booleans())
-def test_exact_predgen_commits_the_greedy_reply_under_the_copy_ban(tiny_lm, make_session, case, anticipate, decoder, ban_user):
+@given(partial_sequences(), st.booleans(), st.sampled_from(DECODERS), st.booleans(), st.sampled_from(BANS))
+def test_exact_predgen_commits_the_greedy_reply_under_the_copy_ban(
+    tiny_lm, make_session, case, anticipate, decoder, ban_user, ban
+):
     """With an earlier reply in the history, every policy decodes under the ban on
-    copying its runs (and, ban_user, the user's words: the rule changes with every
-    partial), and the exact verifier compares against the ban's choice."""
+    copying its runs and its opening (and, ban_user, the user's words: the rule changes
+    with every partial), and the exact verifier compares against the ban's choice."""
     partials, final, steps = case
+    runs, opening = ban
     history = [(final, tiny_lm.decode(greedy_reply(tiny_lm, final, 12)))]  # the raw greedy reply: the ban has work
     config = dict(
-        verifier="exact", max_new_tokens=10, max_sentences=0, sentence=RULES, copy_ban=2, copy_ban_user=ban_user, decoder=decoder
+        verifier="exact",
+        max_new_tokens=10,
+        max_sentences=0,
+        sentence=RULES,
+        copy_ban=runs,
+        copy_ban_opening=opening,
+        copy_ban_user=ban_user,
+        decoder=decoder,
     )
     predgen = make_session(tiny_lm, policy="predgen", anticipate=anticipate, anticipate_tokens=3, **config)
     baseline = make_session(tiny_lm, policy="baseline", **config)
@@ -126,9 +138,9 @@ def test_exact_predgen_commits_the_greedy_reply_under_the_copy_ban(tiny_lm, make
         session.reset(history)
         run(session, partials, final, steps)
     assert predgen.turn.reply == baseline.turn.reply
-    sources = [tiny_lm.encode_reply(reply) for _, reply in history] + ([tiny_lm.encode_reply(final)] if ban_user else [])
-    ban = CopyBan(sources, 2)
-    expected = banned_greedy_reply(tiny_lm, predgen.turn.prompt_ids, 10, ban)
+    replies = [tiny_lm.encode_reply(reply) for _, reply in history]
+    rule = CopyBan(replies + ([tiny_lm.encode_reply(final)] if ban_user else []), runs, replies, opening)
+    expected = banned_greedy_reply(tiny_lm, predgen.turn.prompt_ids, 10, rule)
     assert predgen.state.tokens[len(predgen.turn.prompt_ids) :] == expected
 
 
@@ -148,6 +160,14 @@ def test_the_copy_ban_changes_a_reply_that_would_copy_the_history(tiny_lm, make_
     runs = {tuple(earlier[i : i + 2]) for i in range(len(earlier) - 1)}
     assert reply != raw
     assert not any(tuple(reply[i : i + 2]) in runs for i in range(len(reply) - 1))
+
+
+def test_the_opening_ban_bans_only_the_token_that_would_complete_an_earlier_opening():
+    ban = CopyBan([], 0, [[5, 6, 7], [5, 8], [9]], opening=2)
+    assert ban.banned([]) == set() and ban.banned([4]) == set() and ban.banned([5, 6]) == set()
+    assert ban.banned([5]) == {6, 8}  # [9] is shorter than the opening: it bans nothing
+    assert CopyBan([], 0, [[5, 6, 7], [9]], opening=1).banned([]) == {5, 9}
+    assert CopyBan([[1, 2, 3]], 3, [[1, 2, 3]], opening=2).banned([1]) == {2}  # below the run length, the opening acts
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -282,6 +302,7 @@ def test_history_is_used_on_the_next_turn(tiny_lm, make_session):
         ("max_sentences", -1),
         ("copy_ban", 1),
         ("copy_ban", -2),
+        ("copy_ban_opening", -1),
         ("anticipate_tokens", 0),
         ("margin", 0.0),
         ("min_p", 0.0),

@@ -15,6 +15,13 @@ POLICIES = ("baseline", "preemptive", "predgen")
 VERIFIERS = ("exact", "topk", "margin", "minp")
 DECODERS = ("ar", "jacobi")
 
+# What the model is told before the conversation (parameter model.system_prompt).
+SYSTEM_PROMPT = (
+    "You are a helpful robot that answers spoken questions. The user is still talking, "
+    "so the request may be cut off mid-sentence; answer what they are asking. "
+    "Start with a short, direct first sentence."
+)
+
 
 class ConfigError(ValueError):
     """An invalid engine setting; the message names it and the allowed values."""
@@ -33,13 +40,18 @@ class EngineConfig:
     min_p: float = 0.5  # minp: a kept token has at least this share of the top token's probability
     decoder: str = "ar"
     copy_ban: int = 4  # tokens: a reply never completes a run this long of an earlier reply in the prompt (0: plain greedy)
+    copy_ban_opening: int = (
+        2  # tokens: a reply does not begin as an earlier reply in the prompt began (0: off; README: Conversations)
+    )
     copy_ban_user: bool = False  # the copy ban also covers the user's words: the reply does not echo the request
     jacobi_block: int = 8  # tokens per Jacobi iteration (1 exact + guesses)
     margin_tokens: int = 2  # speculate this far past the first sentence
     max_new_tokens: int = 256  # whole reply; 0 = stop after the first sentence
     max_sentences: int = 2  # a robot answers briefly: the reply ends after this many sentences (0: no limit)
     history_tokens: int = 1024  # earlier turns kept in the prompt (a long prompt slows every pass)
-    history_turns: int = 0  # at most this many earlier turns in the prompt (0: as many as history_tokens holds)
+    history_turns: int = (
+        2  # earlier turns in the prompt: enough for a follow-up, too few to copy (0: as many as history_tokens holds)
+    )
     anticipate: bool = True  # predgen: speculate on the model's guess of the sentence's end (README: Recommendation)
     anticipate_tokens: int = 12  # at most this many tokens of guessed user text
     sentence: SentenceRules = field(default_factory=SentenceRules)
@@ -66,6 +78,8 @@ class EngineConfig:
             raise ConfigError(
                 f"copy_ban is a run length of at least 2 tokens, or 0 for plain greedy decoding; got {self.copy_ban}"
             )
+        if self.copy_ban_opening < 0:
+            raise ConfigError(f"copy_ban_opening is a number of tokens >= 0 (0: off), got {self.copy_ban_opening}")
         if self.jacobi_block < 1:
             raise ConfigError(f"jacobi_block must be >= 1, got {self.jacobi_block}")
         if self.anticipate_tokens < 1:

@@ -6,7 +6,10 @@ its first reply (README, "Conversations").  The rule: the next reply token is th
 most likely one, unless it would complete a run of `n` tokens that already occurs
 in an earlier reply kept in the prompt, or earlier in the reply itself (a reply
 that loops on one phrase becomes history that invites the next loop); then it is
-the most likely token that would not.
+the most likely token that would not.  Nor may a reply begin with the first
+`opening` tokens an earlier reply began with: under the run ban alone 38 of 40
+answers opened "I'm sorry" and changed the fourth token ("I'm sorry pasta is
+gone."), which copies no 4-token run.
 
 The rule acts on the logits (KVState.append sets the banned tokens to -inf in
 every row that predicts a reply token), so baseline's decoding, the verifiers and
@@ -21,24 +24,41 @@ import torch
 
 class CopyBan:
     """Which tokens may not follow a reply prefix: those that would complete a run of
-    `n` tokens found in `sources` (the earlier replies' token ids) or in the prefix."""
+    `n` tokens (0: none) found in `sources` (the earlier replies' token ids) or in the
+    prefix, and those that would make the first `opening` tokens (0: none) the opening
+    of one of `openings`."""
 
-    def __init__(self, sources: list[list[int]], n: int):
-        if n < 2:
-            raise ValueError(f"a copy ban needs runs of at least 2 tokens, got {n}")
+    def __init__(self, sources: list[list[int]], n: int, openings: list[list[int]] = (), opening: int = 0):
+        if n == 1 or n < 0 or opening < 0:
+            raise ValueError(f"a copy ban needs runs of at least 2 tokens (0: none) and an opening >= 0, got {n}, {opening}")
         self.n = n
         self._next: dict[tuple[int, ...], set[int]] = {}
         for ids in sources:
             for i in range(len(ids) - n + 1):
                 self._next.setdefault(tuple(ids[i : i + n - 1]), set()).add(ids[i + n - 1])
+        # A reply's first `opening` tokens may not be those an earlier reply began with.
+        self.opening = opening
+        self._opens: dict[tuple[int, ...], set[int]] = {}
+        for ids in openings if opening else ():
+            if len(ids) >= opening:
+                self._opens.setdefault(tuple(ids[: opening - 1]), set()).add(ids[opening - 1])
 
     def banned(self, reply: list[int]) -> set[int]:
         """Tokens that may not come next after the reply's tokens so far."""
-        if len(reply) < self.n - 1:
+        if len(reply) == self.opening - 1:
+            return self._opens.get(tuple(reply), set()) | self._runs(reply)
+        return self._runs(reply)
+
+    def _runs(self, reply: list[int]) -> set[int]:
+        if not self.n or len(reply) < self.n - 1:
             return set()
         head = reply[len(reply) - self.n + 1 :]
         own = {reply[i + self.n - 1] for i in range(len(reply) - self.n + 1) if reply[i : i + self.n - 1] == head}
         return self._next.get(tuple(head), set()) | own
+
+    def _applies(self, position: int) -> bool:
+        """Whether the rule can ban anything at reply index `position`."""
+        return (self.n and position >= self.n - 1) or (self.opening and position == self.opening - 1)
 
     def mask(self, logits: torch.Tensor, reply: list[int], first_row_predicts: int) -> None:
         """Set banned tokens to -inf in place.  Row j of `logits` predicts the token at
@@ -47,5 +67,5 @@ class CopyBan:
         with torch.inference_mode():  # the logits of a pass are inference tensors
             for j in range(len(logits)):
                 position = first_row_predicts + j
-                if position >= self.n - 1 and (banned := self.banned(reply[:position])):
+                if self._applies(position) and (banned := self.banned(reply[:position])):
                     logits[j, list(banned)] = float("-inf")

@@ -7,6 +7,7 @@ Every method that touches the model runs ONE forward pass, so the callers
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from dataclasses import dataclass, field
@@ -14,17 +15,12 @@ from dataclasses import dataclass, field
 import torch
 from transformers import DynamicCache
 
+from .config import SYSTEM_PROMPT
 from .copy_ban import CopyBan
 
 log = logging.getLogger(__name__)
 
 REPLY_RESERVE = 512  # context tokens kept free for the reply and speculation
-
-SYSTEM_PROMPT = (
-    "You are a helpful robot that answers spoken questions. The user is still talking, "
-    "so the request may be cut off mid-sentence; answer what they are asking. "
-    "Start with a short, direct first sentence."
-)
 
 
 def common_prefix_len(a: list[int], b: list[int]) -> int:
@@ -57,6 +53,12 @@ class LanguageModel:
         self.prompt_budget = max(64, context - reply_reserve)
         self._last_warning = ""
         self._turn_end_len, self.end_of_user_id = self._user_turn_end()
+
+    def told(self, system_prompt: str) -> LanguageModel:
+        """This model and tokenizer under another system prompt (weights and pass counts shared)."""
+        other = copy.copy(self)
+        other.system_prompt = system_prompt
+        return other
 
     def _user_turn_end(self) -> tuple[int, int]:
         """How many template tokens follow the user's text, and the first of them

@@ -106,3 +106,10 @@ def load_pretrained(model: str | None, device: str = "auto", dtype: str = "auto"
     except (OSError, ValueError) as err:
         raise ModelError(f"cannot load model from {path}: {str(err).splitlines()[0]}") from err
     return net.to(dev).eval(), tokenizer
+
+
+def load_language_model(params):
+    """The LanguageModel that `params` (a ModelParams) names; raises ModelError with a fix."""
+    from .lm import LanguageModel
+
+    return LanguageModel(*load_pretrained(params.path, params.device, params.dtype), system_prompt=params.system_prompt)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import ConfigError, EngineConfig
+from .config import SYSTEM_PROMPT, ConfigError, EngineConfig
 from .sentences import SentenceRules
 
 ENGINE_PARAMS: dict[str, tuple[Any, str]] = {
@@ -19,6 +19,7 @@ ENGINE_PARAMS: dict[str, tuple[Any, str]] = {
     "model.path": ("", "local Hugging Face model folder; empty = embedded SmolLM2-135M-Instruct"),
     "model.device": ("auto", "auto | cpu | cuda[:N]"),
     "model.dtype": ("auto", "auto | float32 | float16 | bfloat16"),
+    "model.system_prompt": (SYSTEM_PROMPT, "what the model is told before the conversation (the robot's role)"),
     "verifier.kind": ("exact", "exact (lossless, the default) | topk (the paper's setting) | margin | minp"),
     "verifier.k": (3, "K of the top-K verifier"),
     "verifier.max_gap": (1.0, "top-K: a kept token's log-probability lies at most this many nats below the top token's"),
@@ -32,12 +33,16 @@ ENGINE_PARAMS: dict[str, tuple[Any, str]] = {
         4,
         "a reply never completes a run of this many tokens of an earlier reply in the prompt; 0 = plain greedy",
     ),
+    "decoder.copy_ban_opening": (
+        2,
+        "a reply does not begin with the first N tokens an earlier reply in the prompt began with; 0 = off",
+    ),
     "decoder.copy_ban_user": (False, "the copy ban also covers the user's words: the reply does not echo the request"),
     "generation.margin_tokens": (2, "speculate this many tokens past the first sentence"),
     "generation.max_new_tokens": (256, "reply length in tokens; 0 = first sentence only"),
     "generation.max_sentences": (2, "the reply ends after this many sentences; 0 = no limit"),
     "generation.history_tokens": (1024, "earlier turns kept in the prompt, in tokens; the oldest go first"),
-    "generation.history_turns": (0, "at most this many earlier turns kept in the prompt; 0 = as many as history_tokens holds"),
+    "generation.history_turns": (2, "at most this many earlier turns kept in the prompt; 0 = as many as history_tokens holds"),
     "generation.anticipate": (True, "predgen: also speculate on the model's guess of how the user's sentence ends"),
     "generation.anticipate_tokens": (12, "anticipation: at most this many tokens of guessed user text"),
     "sentence.min_chars": (20, "shorter first sentences are merged with the next"),
@@ -51,6 +56,7 @@ class ModelParams:
     path: str | None
     device: str
     dtype: str
+    system_prompt: str = SYSTEM_PROMPT
 
 
 def _flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
@@ -97,6 +103,12 @@ def read_params_file(path: str | Path, node: str = "predgen_node") -> dict[str, 
     return params
 
 
+def _system_prompt(text: Any) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise ConfigError("model.system_prompt must be a non-empty string (it tells the model it is a robot)")
+    return text.strip()
+
+
 def engine_config(params: dict[str, Any]) -> tuple[EngineConfig, ModelParams]:
     """EngineConfig and model choice from dotted parameters (defaults for missing ones)."""
     p = {name: params.get(name, default) for name, (default, _) in ENGINE_PARAMS.items()}
@@ -112,6 +124,7 @@ def engine_config(params: dict[str, Any]) -> tuple[EngineConfig, ModelParams]:
         decoder=p["decoder.kind"],
         jacobi_block=int(p["decoder.jacobi_block"]),
         copy_ban=int(p["decoder.copy_ban"]),
+        copy_ban_opening=int(p["decoder.copy_ban_opening"]),
         copy_ban_user=bool(p["decoder.copy_ban_user"]),
         margin_tokens=int(p["generation.margin_tokens"]),
         max_new_tokens=int(p["generation.max_new_tokens"]),
@@ -122,4 +135,6 @@ def engine_config(params: dict[str, Any]) -> tuple[EngineConfig, ModelParams]:
         anticipate_tokens=int(p["generation.anticipate_tokens"]),
         sentence=SentenceRules(int(p["sentence.min_chars"]), int(p["sentence.fallback_chars"]), int(p["sentence.max_tokens"])),
     )
-    return config, ModelParams(p["model.path"] or None, p["model.device"], p["model.dtype"])
+    return config, ModelParams(
+        p["model.path"] or None, p["model.device"], p["model.dtype"], _system_prompt(p["model.system_prompt"])
+    )

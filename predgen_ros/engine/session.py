@@ -324,11 +324,13 @@ class Session:
     def _copy_rule(self, user_text: str) -> CopyBan | None:
         """The decoding rule for a reply to `user_text` after the history: no run of
         `copy_ban` tokens of an earlier reply in the prompt, of itself, or (copy_ban_user)
-        of the user's words (engine/copy_ban.py)."""
-        if not self.config.copy_ban:
+        of the user's words, and no opening of `copy_ban_opening` tokens that an earlier
+        reply in the prompt began with (engine/copy_ban.py)."""
+        if not (self.config.copy_ban or self.config.copy_ban_opening):
             return None
+        replies = self._history_replies
         user = [self.lm.encode_reply(user_text)] if self.config.copy_ban_user else []
-        return CopyBan(self._history_replies + user, self.config.copy_ban)
+        return CopyBan(replies + user, self.config.copy_ban, replies, self.config.copy_ban_opening)
 
     def _set_target(self, text: str) -> None:
         self._target_text = text
@@ -370,9 +372,10 @@ class Session:
         guess = self._guess
         self.state.answer_from(None, None)  # the user's words: no decoding rule
         keep = self.state.sync_prefix(guess.ids)
-        self.state.append(guess.ids[keep:])
-        self.turn.guess_passes += 1
-        self._version += 1
+        if keep < len(guess.ids):  # else the cache holds the guess and its logits already (a partial came back)
+            self.state.append(guess.ids[keep:])
+            self.turn.guess_passes += 1
+            self._version += 1
         self._note_end_probability(guess.text(self.lm.decode), self.state.next_logits)
         token = greedy_next(self.state)
         if token != self.lm.end_of_user_id and token not in self.lm.stop_ids:

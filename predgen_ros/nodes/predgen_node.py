@@ -20,7 +20,7 @@ from std_srvs.srv import Trigger
 from ..engine.config import ConfigError
 from ..engine.lm import LanguageModel
 from ..engine.metrics import report_entries, turn_measures
-from ..engine.models import ModelError, load_pretrained
+from ..engine.models import ModelError, load_language_model
 from ..engine.params import ENGINE_PARAMS, engine_config
 from ..engine.session import Session, TurnStats
 from ..engine.worker import EngineWorker, Event
@@ -105,12 +105,11 @@ class PredgenNode(ManagedNode):
         except ConfigError as err:
             raise StartupError(str(err)) from None
         try:
-            model, tokenizer = load_pretrained(model_params.path, model_params.device, model_params.dtype)
+            self.lm = load_language_model(model_params)
         except ModelError as err:
             raise StartupError(
                 f"{err} [model.path={model_params.path or '(embedded)'}, model.device={model_params.device}, model.dtype={model_params.dtype}]"
             ) from None
-        self.lm = LanguageModel(model, tokenizer)
         self.session = Session(self.lm, config, time.time)
 
     def activate(self) -> None:
