@@ -8,9 +8,11 @@ answer); neither the default (exact) verifier nor top-3 with its guards may.
 
 A spoken conversation of short requests, whole replies in the history as
 predgen_node keeps them: with plain greedy decoding the model copied its first
-reply into every later one; the copy ban (engine/copy_ban.py) must keep each
-answer on its own request.  A fixed cost per forward pass makes the outcome
-the same on every machine.
+reply into every later one.  Under the node's defaults (the copy ban with its
+opening ban, two earlier turns in the prompt) no opening repeats, but a glass of
+water still gets "I'm here to assist with your questions.", less likely under
+that request than under the others.  A fixed cost per forward pass makes the
+outcome the same on every machine.
 """
 
 from __future__ import annotations
@@ -22,7 +24,13 @@ import pytest
 
 from predgen_ros.engine.session import EngineConfig, Session
 from predgen_ros.eval.bench import deliver
-from predgen_ros.eval.conversation import RelevanceScorer, contrast_questions, mark_repeated_openings, opening
+from predgen_ros.eval.conversation import (
+    RelevanceScorer,
+    contrast_questions,
+    mark_common_starts,
+    mark_repeated_openings,
+    opening,
+)
 from predgen_ros.eval.questions import speak
 
 pytestmark = pytest.mark.e2e
@@ -111,8 +119,9 @@ def test_predgen_answers_each_question_of_a_conversation_on_its_topic(smollm, ve
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 26 open: the copy ban ends the repeated openings, but the model's own answer to "
-    "'please bring me a glass of water' ('I'm here to assist with your questions.') scores -0.38",
+    reason="issue 26 open: with the opening ban and two turns of history the openings no longer repeat, "
+    "but the model's own answer to 'please bring me a glass of water from the kitchen' is still "
+    "'I'm here to assist with your questions.' (relevance -0.38)",
 )
 def test_a_spoken_conversation_with_whole_replies_in_the_history_follows_each_request(smollm):
     config = EngineConfig(policy="predgen", max_new_tokens=48)  # the node's defaults, replies capped for time
@@ -147,6 +156,21 @@ def test_openings_compare_the_first_six_words_without_case_or_punctuation():
     ]
     mark_repeated_openings(records)
     assert [getattr(r, "repeats_opening", None) for r in records] == [False, False, True, None, False, False]
+
+
+def test_a_common_start_is_the_policy_s_most_frequent_first_two_words():
+    """The template the copy ban left ("I'm sorry <the request's words> is gone.") repeats
+    no six-word opening; its first two words give it away."""
+    answers = [
+        ("predgen", "I'm sorry pasta is gone."),
+        ("predgen", "I'm sorry, the piano is gone."),
+        ("predgen", "Sure, ten minutes."),
+        ("baseline", "Sure, ten minutes."),  # once for baseline: no common start
+        ("baseline", "It is ten."),
+    ]
+    records = [SimpleNamespace(policy=p, answered=True, first_sentence=s) for p, s in answers]
+    mark_common_starts(records)
+    assert [r.common_start for r in records] == [True, True, False, False, False]
 
 
 def test_each_answer_is_contrasted_with_the_next_questions_of_the_set():

@@ -51,6 +51,7 @@ class TurnRecord:
     matches_baseline: bool | None = None
     rouge_l: float | None = None  # ROUGE-L F-measure against baseline's first sentence
     repeats_opening: bool | None = None  # its first words repeat an earlier answer's (eval/conversation.py)
+    common_start: bool | None = None  # it begins with its policy's most frequent first two words (eval/conversation.py)
     history_copy: float | None = None  # share of its reply's 4-token runs found in earlier replies (eval/conversation.py)
     relevance: float | None = None  # log-probability under its own question minus under others
     no_reply: str = ""  # why the question got no reply; "" when it was answered
@@ -210,6 +211,7 @@ def summarize(records: list[TurnRecord], policies: list[str]) -> dict:
             "first_sentence_match": _mean_or_none(matches),
             "differs_from_baseline_share": _mean_or_none([not m for m in matches]),
             "repeated_opening_share": _mean_or_none([r.repeats_opening for r in rows if r.repeats_opening is not None]),
+            "common_start_share": _mean_or_none([r.common_start for r in rows if r.common_start is not None]),
             "history_copy_mean": _mean_or_none([r.history_copy for r in rows if r.history_copy is not None]),
             "relevance_mean": _mean_or_none([r.relevance for r in rows if r.relevance is not None]),
             "first_sentence_logprob_mean": _mean_or_none(
@@ -371,7 +373,7 @@ def format_table(summary: dict) -> str:
     width = max([11] + [len(label) for label in summary])
     header = (
         f"{'setting':<{width}} {'answered':>8} {'audio p50':>9} {'p90':>6} {'mean':>6} {'TTFS p50':>8} {'speedup':>7} {'NFE-TFS':>7} "
-        f"{'pre':>4} {'in-NFE':>6} {'guess':>5} {'load':>5} {'match':>5} {'rougeL':>6} {'logprob':>7} {'lp gap':>6} {'not-top':>7} {'repeat':>6} {'copy':>5} {'relev':>6} {'jac t/it':>8} {'dec t/s':>7}"
+        f"{'pre':>4} {'in-NFE':>6} {'guess':>5} {'load':>5} {'match':>5} {'rougeL':>6} {'logprob':>7} {'lp gap':>6} {'not-top':>7} {'repeat':>6} {'start':>5} {'copy':>5} {'relev':>6} {'jac t/it':>8} {'dec t/s':>7}"
     )
     lines = [header, "-" * len(header)]
     for policy, s in summary.items():
@@ -383,7 +385,7 @@ def format_table(summary: dict) -> str:
             f"{fmt(s['llm_load'], '>5.2f')} "
             f"{fmt(s['first_sentence_match'], '>5.0%')} {fmt(s['rouge_l_mean'], '>6.3f')} {fmt(s['first_sentence_logprob_mean'], '>7.3f')} "
             f"{fmt(s['logprob_gap_to_baseline'], '>6.3f')} {fmt(s['not_top_share'], '>7.1%')} "
-            f"{fmt(s['repeated_opening_share'], '>6.0%')} {fmt(s['history_copy_mean'], '>5.0%')} {fmt(s['relevance_mean'], '>6.3f')} "
+            f"{fmt(s['repeated_opening_share'], '>6.0%')} {fmt(s['common_start_share'], '>5.0%')} {fmt(s['history_copy_mean'], '>5.0%')} {fmt(s['relevance_mean'], '>6.3f')} "
             f"{fmt(s['jacobi_tokens_per_iteration'], '>8.2f')} {fmt(s['decode_tokens_per_s'], '>7.1f')}"
         )
     return "\n".join(lines)

@@ -3,15 +3,19 @@
 In one conversation a policy can answer fast and still answer the wrong
 question: an early guess, made from the history more than from the user's
 first words, survives to the final; or the model copies its own earlier
-replies from the history.  Four measures catch it:
+replies from the history.  Five measures catch it:
 
   repeated opening   the answer's first six words repeat those of an earlier
                      answer of the same policy in the same run;
+  common start       the answer begins with the two words its policy began with
+                     most often in the run (a template: "I'm sorry <the request's
+                     words> is gone." repeats no six-word opening and no run);
   history copy       the share of the reply's runs of COPY_RUN tokens that
                      occur in an earlier reply of the same policy in the run;
   differs            its first sentence is not the one baseline said;
   relevance          mean token log-probability of the first sentence given
-                     its own question alone, minus the mean of the same given
+                     its own question alone (under the built-in system prompt, so that a changed prompt
+                     does not change the ruler), minus the mean of the same given
                      each of a few other questions of the set (no history):
                      an answer to the question is more likely under it.
 """
@@ -20,21 +24,36 @@ from __future__ import annotations
 
 import re
 import statistics
+from collections import Counter
 from collections.abc import Iterable
 
 import torch
 
+from ..engine.config import SYSTEM_PROMPT
 from ..engine.lm import KVState
 from ..engine.verify import COPY_NGRAM
 
 OPENING_WORDS = 6
+START_WORDS = 2
 COPY_RUN = COPY_NGRAM  # tokens: a run this long found in an earlier reply is copied
 RELEVANCE_CONTRASTS = 8  # other questions each answer is scored against (the next ones in the set)
 
 
-def opening(text: str) -> tuple[str, ...]:
-    """The first OPENING_WORDS words, lower case, without punctuation."""
-    return tuple(re.sub(r"[^\w\s']", " ", text.lower()).split()[:OPENING_WORDS])
+def opening(text: str, words: int = OPENING_WORDS) -> tuple[str, ...]:
+    """The first `words` words, lower case, without punctuation."""
+    return tuple(re.sub(r"[^\w\s']", " ", text.lower()).split()[:words])
+
+
+def mark_common_starts(records: Iterable) -> None:
+    """`common_start` per answered record: whether it begins with the START_WORDS words its
+    policy began with most often in the run (False where no start occurs twice)."""
+    records = [r for r in records if r.answered]
+    counts: dict[str, Counter] = {}
+    for r in records:
+        counts.setdefault(r.policy, Counter())[opening(r.first_sentence, START_WORDS)] += 1
+    for r in records:
+        top, times = counts[r.policy].most_common(1)[0]
+        r.common_start = times > 1 and bool(top) and opening(r.first_sentence, START_WORDS) == top
 
 
 def mark_repeated_openings(records: Iterable) -> None:
@@ -80,7 +99,7 @@ class RelevanceScorer:
     prompt is run once, and every sentence scored under it reuses its KV cache."""
 
     def __init__(self, lm, questions: dict[str, str]):
-        self.lm = lm
+        self.lm = lm.told(SYSTEM_PROMPT)  # one ruler, whatever the robot was told
         self.questions = questions
 
     def logprobs_under(self, qid: str, sentences: set[str]) -> dict[str, float]:
@@ -121,9 +140,10 @@ class RelevanceScorer:
 
 
 def score_answers(records: list, questions: dict[str, str], lm, progress=None) -> None:
-    """Repeated openings, history copies and relevance of every answered record (`questions`:
+    """Repeated openings, common starts, history copies and relevance of every answered record (`questions`:
     text by qid, in the order they were asked; `progress` is called once per question scored under)."""
     mark_repeated_openings(records)
+    mark_common_starts(records)
     mark_history_copies(records, lm.encode_reply)
     answered = [r for r in records if r.answered]
     scores = RelevanceScorer(lm, questions).score([(r.qid, r.first_sentence) for r in answered], progress)

@@ -40,6 +40,7 @@ class DemoAnswer:
     reply: str
     answered: bool = True
     repeats_opening: bool | None = None
+    common_start: bool | None = None
     history_copy: float | None = None
 
 
@@ -165,20 +166,23 @@ def latency_table(questions: list[str], reports: dict[str, list[dict[str, str] |
 
 
 def conversation_measures(answers: dict[str, list[dict[str, str] | None]], encode) -> dict[str, dict[str, float | None]]:
-    """Per policy: the share of answers whose opening repeats an earlier one, the mean share
-    of each reply's token runs copied from an earlier reply (`encode`: text to token ids),
-    and the share of first sentences equal to baseline's."""
-    from .conversation import mark_history_copies, mark_repeated_openings
+    """Per policy: the share of answers whose opening repeats an earlier one, the share that
+    begin with the policy's most frequent start, the mean share of each reply's token runs
+    copied from an earlier reply (`encode`: text to token ids), and the share of first
+    sentences equal to baseline's."""
+    from .conversation import mark_common_starts, mark_history_copies, mark_repeated_openings
 
     measures = {}
     for policy, rows in answers.items():
         turns = [DemoAnswer(policy, r["first_sentence"], r["reply"]) for r in rows if r is not None]
         mark_repeated_openings(turns)
+        mark_common_starts(turns)
         mark_history_copies(turns, encode)
         copies = [t.history_copy for t in turns if t.history_copy is not None]
         pairs = [(r, b) for r, b in zip(rows, answers.get("baseline", rows)) if r is not None and b is not None]
         measures[policy] = {
             "repeated_opening_share": sum(t.repeats_opening for t in turns) / len(turns) if turns else None,
+            "common_start_share": sum(t.common_start for t in turns) / len(turns) if turns else None,
             "history_copy_mean": sum(copies) / len(copies) if copies else None,
             "same_as_baseline_share": sum(r["first_sentence"] == b["first_sentence"] for r, b in pairs) / len(pairs)
             if pairs
@@ -189,10 +193,10 @@ def conversation_measures(answers: dict[str, list[dict[str, str] | None]], encod
 
 def measures_table(measures: dict[str, dict[str, float | None]]) -> str:
     cell = lambda v: "-" if v is None else f"{v:.0%}"  # noqa: E731
-    lines = [f"{'policy':<10} {'repeat':>7} {'copy':>6} {'same as baseline':>17}"]
+    lines = [f"{'policy':<10} {'repeat':>7} {'start':>6} {'copy':>6} {'same as baseline':>17}"]
     for policy, m in measures.items():
         lines.append(
-            f"{policy:<10} {cell(m['repeated_opening_share']):>7} {cell(m['history_copy_mean']):>6} "
+            f"{policy:<10} {cell(m['repeated_opening_share']):>7} {cell(m['common_start_share']):>6} {cell(m['history_copy_mean']):>6} "
             f"{cell(m['same_as_baseline_share']):>17}"
         )
     return "\n".join(lines)

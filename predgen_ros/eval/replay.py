@@ -410,13 +410,12 @@ def run_eval(settings: EvalSettings, progress=None) -> tuple[list[TurnRecord], d
 
 def scoring_model(settings: EvalSettings):
     """The graph's model, loaded here after the replay, to score relevance."""
-    from ..engine.lm import LanguageModel
-    from ..engine.models import load_pretrained
+    from ..engine.models import load_language_model
     from ..engine.params import engine_config, read_params_file
 
     params = {**read_params_file(settings.params_file), **settings.overrides}
     _, model = engine_config({name: value for name, value in params.items() if name in ENGINE_PARAMS})
-    return LanguageModel(*load_pretrained(model.path, model.device, model.dtype))
+    return load_language_model(model)
 
 
 def markdown_report(summary: dict, quality: dict, records: list[TurnRecord], settings: EvalSettings, names: list[str]) -> str:
@@ -442,7 +441,8 @@ def markdown_report(summary: dict, quality: dict, records: list[TurnRecord], set
         "",
         f"- ASR revision rate: {quality['revision_rate']:.1%} of partial updates change a word other than the last",
         f"- ASR word error rate of the finals against the question text: {quality['wer']:.1%}",
-        "- repeat: share of answers whose first six words repeat an earlier answer's in this run; copy: mean share of "
+        "- repeat: share of answers whose first six words repeat an earlier answer's in this run; start: share that "
+        "begin with the run's most frequent first two words; copy: mean share of "
         "each reply's 4-token runs found in an earlier reply of the run; relev: mean relevance "
         "of each first sentence to its question (log-probability given the question alone minus given other questions "
         "of the bag, see `eval/conversation.py`)",
