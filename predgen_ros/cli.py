@@ -163,7 +163,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--chars-per-minute", type=float, default=600.0, help="speaking rate of the simulated user (default 600)")
     bench.add_argument("--history-tokens", type=int, default=None, help="history kept in the prompt, in tokens (default 1024)")
     bench.add_argument(
-        "--history-turns", type=int, default=None, help="at most this many earlier turns in the prompt (default 0: no limit)"
+        "--history-turns",
+        type=int,
+        default=None,
+        help="at most this many earlier turns in the prompt (default 1; 0: as many as --history-tokens holds)",
     )
     bench.add_argument("--out", type=Path, default=None, help="write summary.json, turns.csv and latency.png here")
 

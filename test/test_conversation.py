@@ -8,11 +8,12 @@ answer); neither the default (exact) verifier nor top-3 with its guards may.
 
 A spoken conversation of short requests, whole replies in the history as
 predgen_node keeps them: with plain greedy decoding the model copied its first
-reply into every later one.  Under the node's defaults (the copy ban with its
-opening ban, two earlier turns in the prompt) no opening repeats, but a glass of
-water still gets "I'm here to assist with your questions.", less likely under
-that request than under the others.  A fixed cost per forward pass makes the
-outcome the same on every machine.
+reply into every later one (3183991); with two earlier turns in the prompt a
+glass of water still got "I'm here to assist with your questions.", less likely
+under that request than under the others.  Under the node's defaults (the copy
+ban with its opening ban, the one turn before in the prompt) each answer is
+about its own request.  A fixed cost per forward pass makes the outcome the
+same on every machine.
 """
 
 from __future__ import annotations
@@ -117,12 +118,6 @@ def test_predgen_answers_each_question_of_a_conversation_on_its_topic(smollm, ve
     assert not any(repeats), f"an answer repeats an earlier opening:\n{report}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 26 open: with the opening ban and two turns of history the openings no longer repeat, "
-    "but the model's own answer to 'please bring me a glass of water from the kitchen' is still "
-    "'I'm here to assist with your questions.' (relevance -0.38)",
-)
 def test_a_spoken_conversation_with_whole_replies_in_the_history_follows_each_request(smollm):
     config = EngineConfig(policy="predgen", max_new_tokens=48)  # the node's defaults, replies capped for time
     answers = converse(smollm, config, SPOKEN)

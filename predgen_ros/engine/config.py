@@ -49,9 +49,7 @@ class EngineConfig:
     max_new_tokens: int = 256  # whole reply; 0 = stop after the first sentence
     max_sentences: int = 2  # a robot answers briefly: the reply ends after this many sentences (0: no limit)
     history_tokens: int = 1024  # earlier turns kept in the prompt (a long prompt slows every pass)
-    history_turns: int = (
-        2  # earlier turns in the prompt: enough for a follow-up, too few to copy (0: as many as history_tokens holds)
-    )
+    history_turns: int = 1  # the turn before: enough for a "yes, please", too little to copy (0: as many as history_tokens holds)
     anticipate: bool = True  # predgen: speculate on the model's guess of the sentence's end (README: Recommendation)
     anticipate_tokens: int = 12  # at most this many tokens of guessed user text
     sentence: SentenceRules = field(default_factory=SentenceRules)

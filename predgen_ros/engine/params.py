@@ -42,7 +42,7 @@ ENGINE_PARAMS: dict[str, tuple[Any, str]] = {
     "generation.max_new_tokens": (256, "reply length in tokens; 0 = first sentence only"),
     "generation.max_sentences": (2, "the reply ends after this many sentences; 0 = no limit"),
     "generation.history_tokens": (1024, "earlier turns kept in the prompt, in tokens; the oldest go first"),
-    "generation.history_turns": (2, "at most this many earlier turns kept in the prompt; 0 = as many as history_tokens holds"),
+    "generation.history_turns": (1, "at most this many earlier turns kept in the prompt; 0 = as many as history_tokens holds"),
     "generation.anticipate": (True, "predgen: also speculate on the model's guess of how the user's sentence ends"),
     "generation.anticipate_tokens": (12, "anticipation: at most this many tokens of guessed user text"),
     "sentence.min_chars": (20, "shorter first sentences are merged with the next"),
