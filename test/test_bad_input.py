@@ -15,7 +15,7 @@ from predgen_ros.engine.lm import LanguageModel
 from predgen_ros.engine.sentences import SentenceRules
 
 RULES = SentenceRules(min_chars=10, fallback_chars=60, max_tokens=8)
-EXACT = dict(policy="predgen", verifier="exact", max_new_tokens=6, sentence=RULES)
+EXACT = dict(policy="predgen", verifier="exact", max_new_tokens=6, sentence=RULES, history_turns=0)  # every turn kept: counted
 
 
 def finish(session, t: float = 1.0) -> list[tuple[str, str]]:
@@ -197,7 +197,7 @@ def test_a_transcript_longer_than_the_context_keeps_its_latest_words(small_conte
 
 
 def test_a_session_over_the_context_answers_and_forgets_the_oldest_turns(small_context_lm, make_session):
-    session = make_session(small_context_lm, **EXACT, history_turns=0)  # no turn limit: the context is the limit
+    session = make_session(small_context_lm, **EXACT)  # no turn limit: the context is the limit
     for i in range(12):
         out = speak(session, [], f"question number {i} about paris and france")
         assert len(replies(out)) == 1

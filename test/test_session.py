@@ -279,7 +279,7 @@ def test_preemptive_reuses_its_reply_only_for_the_same_transcript(tiny_lm, make_
 
 
 def test_history_is_used_on_the_next_turn(tiny_lm, make_session):
-    session = make_session(tiny_lm, policy="predgen", sentence=RULES, max_new_tokens=6)
+    session = make_session(tiny_lm, policy="predgen", sentence=RULES, max_new_tokens=6, history_turns=2)
     run(session, ["hello robot"], "hello robot", [5])
     first_reply = session.turn.reply
     run(session, ["and paris"], "and paris", [5])
@@ -359,7 +359,9 @@ def test_the_user_copy_ban_keeps_the_reply_from_echoing_the_request(smollm, make
     runs = {tuple(user[i : i + 4]) for i in range(len(user) - 3)}
     replies = {}
     for ban_user in (False, True):
-        session = make_session(smollm, policy="baseline", max_new_tokens=12, max_sentences=0, copy_ban_user=ban_user)
+        session = make_session(
+            smollm, policy="baseline", max_new_tokens=12, max_sentences=0, copy_ban_user=ban_user, history_turns=2
+        )
         session.reset(history)
         run(session, [], text, [])
         replies[ban_user] = session.state.tokens[len(session.turn.prompt_ids) :]
