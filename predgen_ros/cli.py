@@ -139,9 +139,16 @@ def _add_bench_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_model_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default=None, help="local Hugging Face model folder (default: embedded SmolLM2-135M-Instruct)")
-    parser.add_argument("--device", default=None, help="auto, cpu or cuda[:N] (default: auto)")
-    parser.add_argument("--dtype", default=None, help="auto (float32 on CPU, float16 on CUDA), float32, float16, bfloat16")
+    parser.add_argument(
+        "--model", default=None, help="a .gguf file or a local Hugging Face model folder (default: embedded SmolLM2-135M-Instruct)"
+    )
+    parser.add_argument("--backend", default=None, help="auto (llama_cpp on a CPU, transformers on CUDA), llama_cpp, transformers")
+    parser.add_argument("--weights", default=None, help="llama_cpp, embedded model: f16 (default), q8_0, q4_1 (as shipped)")
+    parser.add_argument("--threads", type=int, default=None, help="llama_cpp: threads per pass (default 0: every core)")
+    parser.add_argument("--device", default=None, help="transformers: auto, cpu or cuda[:N] (default: auto)")
+    parser.add_argument(
+        "--dtype", default=None, help="transformers: auto (float32 on CPU, float16 on CUDA), float32, float16, bfloat16"
+    )
     parser.add_argument("--system-prompt", default=None, help="what the model is told before the conversation (default: config)")
 
 
@@ -383,6 +390,9 @@ def _bench_params(args: argparse.Namespace) -> dict:
         "generation.history_turns": getattr(args, "history_turns", None),
         "endpoint_delay": args.endpoint_delay,
         "model.path": args.model,
+        "model.backend": args.backend,
+        "model.weights": args.weights,
+        "model.threads": args.threads,
         "model.device": args.device,
         "model.dtype": args.dtype,
         "model.system_prompt": args.system_prompt,
@@ -488,8 +498,7 @@ def _bench_meta(job: BenchJob, args: argparse.Namespace, **extra) -> dict:
         "turn": args.turn,
         "max_chars": args.max_chars,
         "model": job.model_params.path or "smollm2-135m-instruct",
-        "device": str(job.lm.device),
-        "dtype": str(job.lm.model.dtype),
+        **job.lm.backend.describe(),
         "system_prompt": job.lm.system_prompt,
         **extra,
     }
@@ -595,6 +604,9 @@ def cmd_bringup(args: argparse.Namespace) -> int:
     given = {
         "policy": args.policy,
         "model.path": args.model,
+        "model.backend": args.backend,
+        "model.weights": args.weights,
+        "model.threads": args.threads,
         "model.device": args.device,
         "model.dtype": args.dtype,
         "model.system_prompt": args.system_prompt,
@@ -709,20 +721,17 @@ def cmd_bag_info(args: argparse.Namespace) -> int:
 
 def _tokenizer_encode():
     """The embedded model's tokenizer (no weights), for the measures counted in tokens."""
-    from transformers import AutoTokenizer
+    from .engine.models import embedded_tokenizer
 
-    from .engine.models import resolve_model_dir
-
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model_dir(None))
+    tokenizer = embedded_tokenizer()
     return lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
 def _embedded_lm():
-    from .engine.lm import LanguageModel
-    from .engine.models import load_pretrained
+    from .engine.models import load_language_model
+    from .engine.params import ModelParams
 
-    model, tokenizer = load_pretrained(None, "cpu", "float32")
-    return LanguageModel(model, tokenizer)
+    return load_language_model(ModelParams(None))
 
 
 def cmd_endpoints(args: argparse.Namespace) -> int:

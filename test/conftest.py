@@ -13,16 +13,16 @@ os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ["ROS_LOCALHOST_ONLY"] = "1"
 os.environ["ROS_DOMAIN_ID"] = str(110 + os.getpid() % 100)
 
+from predgen_ros.engine.backends.hf import TransformersBackend
 from predgen_ros.engine.lm import LanguageModel
-from predgen_ros.engine.models import load_pretrained, resolve_model_dir
+from predgen_ros.engine.models import embedded_tokenizer, load_language_model
+from predgen_ros.engine.params import ModelParams
 from predgen_ros.engine.session import EngineConfig, Session
 
 
 @pytest.fixture(scope="session")
 def tokenizer():
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(resolve_model_dir(None))
+    return embedded_tokenizer()
 
 
 @pytest.fixture(scope="session")
@@ -46,20 +46,37 @@ def tiny_lm(tokenizer):
     # greedy choice is well separated and float64 passes agree exactly.
     with torch.no_grad():
         model.lm_head.weight.mul_(40.0)
-    return LanguageModel(model, tokenizer)
+    return LanguageModel(TransformersBackend(model), tokenizer)
+
+
+@pytest.fixture(scope="session")
+def llama_lm(tokenizer):
+    """The real SmolLM2 (F16) in llama.cpp, each pass evaluated token by token
+    (n_ubatch 1): a batched pass then rounds as 1-token passes do, so the property
+    tests check the engine's bookkeeping exactly (the near-ties of batched passes
+    are measured by bench, README "Backends")."""
+    from predgen_ros.engine.backends.llama import LlamaCppBackend
+    from predgen_ros.engine.models import embedded_gguf
+
+    return LanguageModel(LlamaCppBackend(embedded_gguf("f16"), threads=2, ubatch=1), tokenizer)
+
+
+def _loads_real_model(item) -> bool:
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return "smollm" in getattr(item, "fixturenames", ()) or "llama_lm" in params.values()
 
 
 def pytest_collection_modifyitems(items):
     """A test that loads the real SmolLM2 belongs to the end-to-end tier (make test-fast skips it)."""
     for item in items:
-        if "smollm" in getattr(item, "fixturenames", ()):
+        if _loads_real_model(item):
             item.add_marker(pytest.mark.e2e)
 
 
 @pytest.fixture(scope="session")
 def smollm():
-    model, tok = load_pretrained(None, "cpu", "float32")
-    return LanguageModel(model, tok)
+    """The real SmolLM2 on the default backend (llama.cpp, F16 weights)."""
+    return load_language_model(ModelParams(None))
 
 
 class StepClock:

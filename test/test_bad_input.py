@@ -171,7 +171,7 @@ def test_a_very_short_turn_is_answered(tiny_lm, make_session):
 @pytest.fixture
 def small_context_lm(tiny_lm):
     """The tiny model with a 200-token prompt budget."""
-    lm = LanguageModel(tiny_lm.model, tiny_lm.tokenizer, reply_reserve=tiny_lm.model.config.max_position_embeddings - 200)
+    lm = LanguageModel(tiny_lm.backend, tiny_lm.tokenizer, reply_reserve=tiny_lm.backend.context_length - 200)
     assert lm.prompt_budget == 200
     return lm
 

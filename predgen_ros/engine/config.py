@@ -14,6 +14,12 @@ from .sentences import SentenceRules
 POLICIES = ("baseline", "preemptive", "predgen")
 VERIFIERS = ("exact", "topk", "margin", "minp")
 DECODERS = ("ar", "jacobi")
+BACKENDS = ("auto", "llama_cpp", "transformers")
+# The embedded model's weight formats for llama.cpp, as llama_ftype numbers (None: the
+# file as shipped).  F16 is the default: its batched passes pick the same argmax as its
+# 1-token passes at all but ~1 in 1,000 positions, so the exact verifier commits what
+# baseline decodes; Q4_1 and Q8_0 part at ~1 in 40 (README, "Backends").
+WEIGHTS = {"f16": 1, "q8_0": 7, "q4_1": None}
 
 # What the model is told before the conversation (parameter model.system_prompt).
 SYSTEM_PROMPT = (

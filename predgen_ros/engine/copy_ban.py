@@ -19,7 +19,7 @@ candidate token with the rule's choice, and stays lossless against it.
 
 from __future__ import annotations
 
-import torch
+import numpy as np
 
 
 class CopyBan:
@@ -60,12 +60,11 @@ class CopyBan:
         """Whether the rule can ban anything at reply index `position`."""
         return (self.n and position >= self.n - 1) or (self.opening and position == self.opening - 1)
 
-    def mask(self, logits: torch.Tensor, reply: list[int], first_row_predicts: int) -> None:
+    def mask(self, logits: np.ndarray, reply: list[int], first_row_predicts: int) -> None:
         """Set banned tokens to -inf in place.  Row j of `logits` predicts the token at
         index `first_row_predicts + j` of `reply` (negative: a prompt position, untouched);
         `reply` holds every reply token the rows were computed from."""
-        with torch.inference_mode():  # the logits of a pass are inference tensors
-            for j in range(len(logits)):
-                position = first_row_predicts + j
-                if self._applies(position) and (banned := self.banned(reply[:position])):
-                    logits[j, list(banned)] = float("-inf")
+        for j in range(len(logits)):
+            position = first_row_predicts + j
+            if self._applies(position) and (banned := self.banned(reply[:position])):
+                logits[j, list(banned)] = -np.inf

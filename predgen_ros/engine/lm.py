@@ -2,7 +2,8 @@
 that always holds exactly the tokens of the text we keep.
 
 Every method that touches the model runs ONE forward pass, so the callers
-(verifiers, decoders, policies) can be interrupted between passes.
+(verifiers, decoders, policies) can be interrupted between passes.  The weights
+run in a backend (engine/backends): this file is the prompt side.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-import torch
-from transformers import DynamicCache
+import numpy as np
 
+from .backends import Backend, KVCache
 from .config import SYSTEM_PROMPT
 from .copy_ban import CopyBan
 
@@ -39,18 +40,21 @@ class PassStats:
     seconds: float = 0.0
 
 
-class LanguageModel:
-    """A causal LM plus its tokenizer and chat template."""
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
-    def __init__(self, model, tokenizer, system_prompt: str = SYSTEM_PROMPT, reply_reserve: int = REPLY_RESERVE):
-        self.model = model
+
+class LanguageModel:
+    """A backend's weights plus a tokenizer and its chat template."""
+
+    def __init__(self, backend: Backend, tokenizer, system_prompt: str = SYSTEM_PROMPT, reply_reserve: int = REPLY_RESERVE):
+        self.backend = backend
         self.tokenizer = tokenizer
         self.system_prompt = system_prompt
-        self.device = next(model.parameters()).device
         self.stop_ids = self._stop_ids()
         self.stats = PassStats()
-        context = getattr(model.config, "max_position_embeddings", None) or 2048
-        self.prompt_budget = max(64, context - reply_reserve)
+        self.prompt_budget = max(64, backend.context_length - reply_reserve)
         self._last_warning = ""
         self._turn_end_len, self.end_of_user_id = self._user_turn_end()
 
@@ -71,10 +75,9 @@ class LanguageModel:
         return len(full) - len(head), full[len(head)]
 
     def _stop_ids(self) -> frozenset[int]:
-        ids = self.model.generation_config.eos_token_id
-        ids = [ids] if isinstance(ids, int) else list(ids or [])
+        ids = set(self.backend.stop_ids)
         if self.tokenizer.eos_token_id is not None:
-            ids.append(self.tokenizer.eos_token_id)
+            ids.add(self.tokenizer.eos_token_id)
         return frozenset(ids)
 
     def prompt_ids(self, user_text: str, history: list[tuple[str, str]] = ()) -> list[int]:
@@ -138,10 +141,10 @@ class LanguageModel:
         """Position of the end-of-user-message token in a full prompt."""
         return len(prompt) - self._turn_end_len
 
-    def end_of_user_probability(self, logits: torch.Tensor) -> float:
+    def end_of_user_probability(self, logits: np.ndarray) -> float:
         """The model's probability that the user's message ends here, from the row of
         logits that predicts the token after the user's last word."""
-        return float(logits.softmax(dim=-1)[self.end_of_user_id])
+        return float(np.exp(log_softmax(logits)[self.end_of_user_id]))
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
@@ -149,44 +152,36 @@ class LanguageModel:
     def encode_reply(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
-    @torch.inference_mode()
-    def forward(self, ids: list[int], cache: DynamicCache) -> torch.Tensor:
+    def forward(self, ids: list[int], cache: KVCache) -> np.ndarray:
         """One forward pass over `ids` appended to `cache`; float32 logits [len(ids), vocab]."""
         start = time.perf_counter()
-        past = cache.get_seq_length()
-        inputs = torch.tensor([ids], device=self.device)
-        positions = torch.arange(past, past + len(ids), device=self.device).unsqueeze(0)
-        out = self.model(input_ids=inputs, past_key_values=cache, position_ids=positions, use_cache=True)
-        logits = out.logits[0].float()
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+        logits = cache.extend(ids)
         self.stats.passes += 1
         self.stats.seconds += time.perf_counter() - start
         return logits
 
-    @torch.inference_mode()
-    def token_logits(self, prefix: list[int], continuation: list[int]) -> torch.Tensor:
+    def token_logits(self, prefix: list[int], continuation: list[int]) -> np.ndarray:
         """Logits predicting each token of `continuation` after `prefix`, from a
         fresh cache (for quality scoring; not counted as engine work)."""
-        out = self.model(input_ids=torch.tensor([prefix + continuation], device=self.device))
+        logits = self.backend.new_cache().extend(prefix + continuation)
         first = len(prefix) - 1
-        return out.logits[0, first : first + len(continuation)].float()
+        return logits[first : first + len(continuation)]
 
     def continuation_scores(self, prefix: list[int], continuation: list[int]) -> tuple[float, float]:
         """Mean log-probability of `continuation`'s tokens given `prefix`, and the share
         of them that were not the model's most likely token there."""
         if not continuation:
             return float("nan"), float("nan")
-        logprobs = self.token_logits(prefix, continuation).log_softmax(dim=-1)
-        target = torch.tensor(continuation, device=self.device)
-        picked = logprobs[torch.arange(len(continuation)), target]
-        not_top = (logprobs.argmax(dim=-1) != target).float()
+        logprobs = log_softmax(self.token_logits(prefix, continuation))
+        target = np.asarray(continuation)
+        picked = logprobs[np.arange(len(continuation)), target]
+        not_top = logprobs.argmax(axis=-1) != target
         return float(picked.mean()), float(not_top.mean())
 
 
 @dataclass
 class KVState:
-    """A DynamicCache plus the token ids it holds and the logits after the last one.
+    """A backend's KV cache plus the token ids it holds and the logits after the last one.
 
     Invariant: the cache holds exactly `tokens`; `next_logits` is the model's
     distribution for the token after them (None before the first pass).
@@ -194,12 +189,15 @@ class KVState:
 
     lm: LanguageModel
     tokens: list[int] = field(default_factory=list)
-    cache: DynamicCache = field(default_factory=DynamicCache)
-    next_logits: torch.Tensor | None = None
+    cache: KVCache = field(init=False)
+    next_logits: np.ndarray | None = None
     watch: int | None = None  # a position whose predicting logits a pass keeps...
-    watched: torch.Tensor | None = None  # ...here (the end-of-turn signal rides on passes already run)
+    watched: np.ndarray | None = None  # ...here (the end-of-turn signal rides on passes already run)
     reply_start: int | None = None  # where the reply begins in `tokens` (None: no reply, e.g. guessed user words)
     rule: CopyBan | None = None  # the decoding rule applied to every row that predicts a reply token
+
+    def __post_init__(self):
+        self.cache = self.lm.backend.new_cache()
 
     def answer_from(self, reply_start: int | None, rule: CopyBan | None) -> None:
         """Passes from now on predict a reply that starts at `reply_start`, under `rule`."""
@@ -210,20 +208,17 @@ class KVState:
         drop = len(self.tokens) - length
         if drop <= 0:
             return
-        if length == 0:
-            self.cache = DynamicCache()
-        else:
-            self.cache.crop(-drop)  # transformers 5: the number of tokens to REMOVE, negative
+        self.cache.crop(length)
         del self.tokens[length:]
         self.next_logits = None
 
-    def append(self, ids: list[int]) -> torch.Tensor:
+    def append(self, ids: list[int]) -> np.ndarray:
         """One forward pass over `ids`; returns their logits (row j predicts ids[j+1]), the
         rows that predict reply tokens under the decoding rule."""
         start = len(self.tokens)
         logits = self.lm.forward(ids, self.cache)
         if self.watch is not None and start < self.watch <= start + len(ids):
-            self.watched = logits[self.watch - start - 1].clone()
+            self.watched = logits[self.watch - start - 1].copy()
         self.tokens.extend(ids)
         if self.rule is not None and self.reply_start is not None:
             self.rule.mask(logits, self.tokens[self.reply_start :], start + 1 - self.reply_start)

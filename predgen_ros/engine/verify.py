@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-import torch
+import numpy as np
 
 from .lm import KVState
 
@@ -31,7 +31,7 @@ def copied_positions(candidate: list[int], ngrams: frozenset[tuple[int, ...]], n
 
 
 def accepted_length(
-    logits: torch.Tensor,
+    logits: np.ndarray,
     candidate: list[int],
     top_k: int | None,
     max_gap: float = math.inf,
@@ -54,21 +54,21 @@ def accepted_length(
     """
     if not candidate:
         return 0
-    target = torch.tensor(candidate, device=logits.device)
-    ok = logits.argmax(dim=-1) == target
+    target = np.asarray(candidate)
+    chosen = logits[np.arange(len(candidate)), target]
+    ok = logits.argmax(axis=-1) == target
     if top_k is None or top_k > 1:
-        runner_up = torch.ones_like(ok)
+        runner_up = np.ones_like(ok)
         if top_k is not None:
-            runner_up &= (logits.topk(top_k, dim=-1).indices == target.unsqueeze(-1)).any(dim=-1)
+            runner_up &= (logits > chosen[:, None]).sum(axis=-1) < top_k  # its rank is within the top K
         if math.isfinite(max_gap):
-            gap = logits.max(dim=-1).values - logits.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # = log-prob gap
-            runner_up &= gap <= max_gap
+            runner_up &= logits.max(axis=-1) - chosen <= max_gap  # = the log-prob gap
         runner_up[:exact_head] = False
         if history:
-            runner_up &= ~torch.tensor(copied_positions(candidate, history), device=logits.device)
+            runner_up &= ~np.asarray(copied_positions(candidate, history))
         ok |= runner_up
-    rejected = (~ok).nonzero()
-    return int(rejected[0, 0]) if len(rejected) else len(candidate)
+    rejected = np.flatnonzero(~ok)
+    return int(rejected[0]) if len(rejected) else len(candidate)
 
 
 def verify_candidate(

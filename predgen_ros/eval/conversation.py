@@ -27,10 +27,10 @@ import statistics
 from collections import Counter
 from collections.abc import Iterable
 
-import torch
+import numpy as np
 
 from ..engine.config import SYSTEM_PROMPT
-from ..engine.lm import KVState
+from ..engine.lm import KVState, log_softmax
 from ..engine.verify import COPY_NGRAM
 
 OPENING_WORDS = 6
@@ -111,8 +111,8 @@ class RelevanceScorer:
         scores = {}
         for sentence in sentences:
             ids = self.lm.encode_reply(sentence)
-            rows = torch.cat([after_prompt.unsqueeze(0), state.append(ids)[:-1]]).log_softmax(dim=-1)
-            scores[sentence] = float(rows[torch.arange(len(ids)), torch.tensor(ids, device=rows.device)].mean())
+            rows = log_softmax(np.vstack([after_prompt[None], state.append(ids)[:-1]]))
+            scores[sentence] = float(rows[np.arange(len(ids)), ids].mean())
             state.crop(len(prompt))
         return scores
 

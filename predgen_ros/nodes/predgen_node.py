@@ -108,7 +108,7 @@ class PredgenNode(ManagedNode):
             self.lm = load_language_model(model_params)
         except ModelError as err:
             raise StartupError(
-                f"{err} [model.path={model_params.path or '(embedded)'}, model.device={model_params.device}, model.dtype={model_params.dtype}]"
+                f"{err} [model.path={model_params.path or '(embedded)'}, model.backend={model_params.backend}, model.device={model_params.device}]"
             ) from None
         self.session = Session(self.lm, config, time.time)
 
