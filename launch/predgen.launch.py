@@ -32,7 +32,11 @@ MANAGED_NODES = ("predgen_node", "tts_node")
 # launch argument -> (parameter, the node that declares it, description)
 OVERRIDES = {
     "policy": ("policy", "predgen_node", "baseline | preemptive | predgen"),
-    "model": ("model.path", "predgen_node", "a .gguf file or a local Hugging Face model folder; empty = embedded SmolLM2-135M-Instruct"),
+    "model": (
+        "model.path",
+        "predgen_node",
+        "a .gguf file or a local Hugging Face model folder; empty = embedded SmolLM2-135M-Instruct",
+    ),
     "backend": ("model.backend", "predgen_node", "auto | llama_cpp | transformers"),
     "device": ("model.device", "predgen_node", "transformers: auto | cpu | cuda[:N]"),
     "asr_backend": ("asr.backend", "asr_node", "pocketsphinx | vosk | text"),

@@ -140,9 +140,13 @@ def _add_bench_options(parser: argparse.ArgumentParser) -> None:
 
 def _add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--model", default=None, help="a .gguf file or a local Hugging Face model folder (default: embedded SmolLM2-135M-Instruct)"
+        "--model",
+        default=None,
+        help="a .gguf file or a local Hugging Face model folder (default: embedded SmolLM2-135M-Instruct)",
     )
-    parser.add_argument("--backend", default=None, help="auto (llama_cpp on a CPU, transformers on CUDA), llama_cpp, transformers")
+    parser.add_argument(
+        "--backend", default=None, help="auto (llama_cpp on a CPU, transformers on CUDA), llama_cpp, transformers"
+    )
     parser.add_argument("--weights", default=None, help="llama_cpp, embedded model: f16 (default), q8_0, q4_1 (as shipped)")
     parser.add_argument("--threads", type=int, default=None, help="llama_cpp: threads per pass (default 0: every core)")
     parser.add_argument("--device", default=None, help="transformers: auto, cpu or cuda[:N] (default: auto)")

@@ -15,7 +15,7 @@ from predgen_ros.nodes.tts_node import TTS_PARAMS
 
 LAUNCH_FILE = Path(__file__).resolve().parents[1] / "launch" / "predgen.launch.py"
 DECLARED = {"asr_node": ASR_PARAMS, "predgen_node": PREDGEN_PARAMS, "tts_node": TTS_PARAMS}
-ARGUMENTS = {"params_file", "namespace", "policy", "model", "device", "asr_backend", "sink"}
+ARGUMENTS = {"params_file", "namespace", "policy", "model", "backend", "device", "asr_backend", "sink"}
 
 
 def ros2_launch_available() -> bool:

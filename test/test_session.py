@@ -1,7 +1,8 @@
-"""Policies behind the session API, on a tiny random model (float64)."""
+"""Policies behind the session API, on a tiny random model (float64), and the lossless
+properties also on the real model in llama.cpp."""
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_kv_and_verify import assert_cache_matches
 
@@ -66,7 +67,7 @@ def banned_greedy_reply(lm, prompt, n, ban):
     """The reference for the copy ban: a fresh pass per token, no cache, no KVState."""
     reply = []
     while len(reply) < n:
-        logits = lm.token_logits(prompt + reply, [0])[0].clone()
+        logits = lm.token_logits(prompt + reply, [0])[0].copy()
         logits[list(ban.banned(reply))] = float("-inf")
         token = int(logits.argmax())
         if token in lm.stop_ids:
@@ -96,52 +97,71 @@ def partial_sequences(draw):
     return partials, " ".join(final_words), steps
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(partial_sequences(), st.booleans())
-def test_exact_predgen_commits_the_baseline_greedy_reply(tiny_lm, make_session, case, anticipate):
-    partials, final, steps = case
-    config = dict(verifier="exact", max_new_tokens=10, max_sentences=0, sentence=RULES)
-    predgen = make_session(tiny_lm, policy="predgen", anticipate=anticipate, anticipate_tokens=3, **config)
-    baseline = make_session(tiny_lm, policy="baseline", **config)
-    run(predgen, partials, final, steps)
-    run(baseline, partials, final, steps)
-    assert predgen.turn.first_sentence == baseline.turn.first_sentence
-    assert predgen.turn.reply == baseline.turn.reply
-    expected = greedy_reply(tiny_lm, final, 10)
-    assert predgen.state.tokens[len(predgen.turn.prompt_ids) :] == expected
+BACKENDS = ["tiny_lm", "llama_lm"]
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(partial_sequences(), st.booleans(), st.sampled_from(DECODERS), st.booleans(), st.sampled_from(BANS))
-def test_exact_predgen_commits_the_greedy_reply_under_the_copy_ban(
-    tiny_lm, make_session, case, anticipate, decoder, ban_user, ban
-):
+def examples(backend: str, count: int):
+    """Hypothesis settings for a property test on `backend`: the real model in llama.cpp
+    costs ~100x the tiny one per pass, so it gets a fifth of the examples."""
+    return settings(max_examples=count if backend == "tiny_lm" else max(4, count // 5), deadline=None)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_exact_predgen_commits_the_baseline_greedy_reply(backend, request, make_session):
+    lm = request.getfixturevalue(backend)
+
+    @examples(backend, 30)
+    @given(partial_sequences(), st.booleans())
+    def check(case, anticipate):
+        partials, final, steps = case
+        config = dict(verifier="exact", max_new_tokens=10, max_sentences=0, sentence=RULES)
+        predgen = make_session(lm, policy="predgen", anticipate=anticipate, anticipate_tokens=3, **config)
+        baseline = make_session(lm, policy="baseline", **config)
+        run(predgen, partials, final, steps)
+        run(baseline, partials, final, steps)
+        assert predgen.turn.first_sentence == baseline.turn.first_sentence
+        assert predgen.turn.reply == baseline.turn.reply
+        expected = greedy_reply(lm, final, 10)
+        assert predgen.state.tokens[len(predgen.turn.prompt_ids) :] == expected
+
+    check()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_exact_predgen_commits_the_greedy_reply_under_the_copy_ban(backend, request, make_session):
     """With an earlier reply in the history, every policy decodes under the ban on
     copying its runs and its opening (and, ban_user, the user's words: the rule changes
     with every partial), and the exact verifier compares against the ban's choice."""
-    partials, final, steps = case
-    runs, opening = ban
-    history = [(final, tiny_lm.decode(greedy_reply(tiny_lm, final, 12)))]  # the raw greedy reply: the ban has work
-    config = dict(
-        verifier="exact",
-        max_new_tokens=10,
-        max_sentences=0,
-        sentence=RULES,
-        copy_ban=runs,
-        copy_ban_opening=opening,
-        copy_ban_user=ban_user,
-        decoder=decoder,
-    )
-    predgen = make_session(tiny_lm, policy="predgen", anticipate=anticipate, anticipate_tokens=3, **config)
-    baseline = make_session(tiny_lm, policy="baseline", **config)
-    for session in (predgen, baseline):
-        session.reset(history)
-        run(session, partials, final, steps)
-    assert predgen.turn.reply == baseline.turn.reply
-    replies = [tiny_lm.encode_reply(reply) for _, reply in history]
-    rule = CopyBan(replies + ([tiny_lm.encode_reply(final)] if ban_user else []), runs, replies, opening)
-    expected = banned_greedy_reply(tiny_lm, predgen.turn.prompt_ids, 10, rule)
-    assert predgen.state.tokens[len(predgen.turn.prompt_ids) :] == expected
+    lm = request.getfixturevalue(backend)
+
+    @examples(backend, 30)
+    @given(partial_sequences(), st.booleans(), st.sampled_from(DECODERS), st.booleans(), st.sampled_from(BANS))
+    def check(case, anticipate, decoder, ban_user, ban):
+        partials, final, steps = case
+        runs, opening = ban
+        history = [(final, lm.decode(greedy_reply(lm, final, 12)))]  # the raw greedy reply: the ban has work
+        config = dict(
+            verifier="exact",
+            max_new_tokens=10,
+            max_sentences=0,
+            sentence=RULES,
+            copy_ban=runs,
+            copy_ban_opening=opening,
+            copy_ban_user=ban_user,
+            decoder=decoder,
+        )
+        predgen = make_session(lm, policy="predgen", anticipate=anticipate, anticipate_tokens=3, **config)
+        baseline = make_session(lm, policy="baseline", **config)
+        for session in (predgen, baseline):
+            session.reset(history)
+            run(session, partials, final, steps)
+        assert predgen.turn.reply == baseline.turn.reply
+        replies = [lm.encode_reply(reply) for _, reply in history]
+        rule = CopyBan(replies + ([lm.encode_reply(final)] if ban_user else []), runs, replies, opening)
+        expected = banned_greedy_reply(lm, predgen.turn.prompt_ids, 10, rule)
+        assert predgen.state.tokens[len(predgen.turn.prompt_ids) :] == expected
+
+    check()
 
 
 def test_the_copy_ban_changes_a_reply_that_would_copy_the_history(tiny_lm, make_session):
@@ -170,43 +190,47 @@ def test_the_opening_ban_bans_only_the_token_that_would_complete_an_earlier_open
     assert CopyBan([[1, 2, 3]], 3, [[1, 2, 3]], opening=2).banned([1]) == {2}  # below the run length, the opening acts
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(partial_sequences(), st.sampled_from(POLICIES), st.sampled_from(DECODERS), st.booleans(), st.booleans())
-def test_the_cache_equals_a_fresh_encoding_of_the_kept_text_after_every_step(
-    tiny_lm, make_session, case, policy, decoder, anticipate, with_history
-):
-    partials, final, steps = case
-    session = make_session(
-        tiny_lm,
-        policy=policy,
-        decoder=decoder,
-        max_new_tokens=10,
-        sentence=RULES,
-        anticipate=anticipate,
-        anticipate_tokens=3,
-        copy_ban=2,
-        copy_ban_user=with_history,
-    )
-    if with_history:  # an earlier reply for the copy ban to act on
-        session.reset([(final, tiny_lm.decode(greedy_reply(tiny_lm, final, 12)))])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_cache_equals_a_fresh_encoding_of_the_kept_text_after_every_step(backend, request, make_session):
+    lm = request.getfixturevalue(backend)
 
-    def step_and_check():
-        session.step()
-        if session.state.tokens:
-            assert_cache_matches(session.state)
+    @examples(backend, 20)
+    @given(partial_sequences(), st.sampled_from(POLICIES), st.sampled_from(DECODERS), st.booleans(), st.booleans())
+    def check(case, policy, decoder, anticipate, with_history):
+        partials, final, steps = case
+        session = make_session(
+            lm,
+            policy=policy,
+            decoder=decoder,
+            max_new_tokens=10,
+            sentence=RULES,
+            anticipate=anticipate,
+            anticipate_tokens=3,
+            copy_ban=2,
+            copy_ban_user=with_history,
+        )
+        if with_history:  # an earlier reply for the copy ban to act on
+            session.reset([(final, lm.decode(greedy_reply(lm, final, 12)))])
 
-    for text, n in zip(partials, steps):
-        session.partial(text, 0.0)
-        for _ in range(n):
-            if session.has_work():
-                step_and_check()
-    session.final(final, 1.0)
-    session.end_of_turn(1.0)
-    for _ in range(500):
-        if not session.has_work():
-            break
-        step_and_check()
-    assert session.state.tokens[: len(session.turn.prompt_ids)] == session.turn.prompt_ids
+        def step_and_check():
+            session.step()
+            if session.state.tokens:
+                assert_cache_matches(session.state)
+
+        for text, n in zip(partials, steps):
+            session.partial(text, 0.0)
+            for _ in range(n):
+                if session.has_work():
+                    step_and_check()
+        session.final(final, 1.0)
+        session.end_of_turn(1.0)
+        for _ in range(500):
+            if not session.has_work():
+                break
+            step_and_check()
+        assert session.state.tokens[: len(session.turn.prompt_ids)] == session.turn.prompt_ids
+
+    check()
 
 
 def test_words_that_follow_the_guess_cost_no_pass_and_its_final_commits_at_once(tiny_lm, make_session):

@@ -39,7 +39,7 @@ def jacobi_step(state: KVState, draft: list[int], stop_ids: frozenset[int]) -> J
     """
     block = [greedy_next(state)] + draft
     logits = state.append(block)
-    predictions = logits.argmax(dim=-1).tolist()  # predictions[j] is the token after block[j]
+    predictions = logits.argmax(axis=-1).tolist()  # predictions[j] is the token after block[j]
     accepted = 1
     while accepted < len(block) and block[accepted] == predictions[accepted - 1] and block[accepted] not in stop_ids:
         accepted += 1
