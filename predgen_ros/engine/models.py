@@ -186,5 +186,5 @@ def load_language_model(params):
     gguf = embedded_gguf(params.weights) if params.path is None else Path(params.path).expanduser()
     if not gguf.is_file():
         raise ModelError(f"GGUF file not found: {gguf}")
-    tokenizer = gguf_tokenizer(gguf)
-    return LanguageModel(LlamaCppBackend(gguf, params.threads), tokenizer, system_prompt=params.system_prompt)
+    backend = LlamaCppBackend(gguf, params.threads)  # first: it names a file that is no GGUF
+    return LanguageModel(backend, gguf_tokenizer(gguf), system_prompt=params.system_prompt)
