@@ -352,6 +352,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", type=Path, default=Path("endpoints-out"), help="summary.json and endpoints.md go here (default endpoints-out)"
     )
 
+    passes = sub.add_parser(
+        "passes", help="forward-pass cost per backend and weight format against the memory-bandwidth floor (one run)"
+    )
+    passes.add_argument(
+        "--settings",
+        default=None,
+        help="comma-separated backend:variant (default: transformers:float32,transformers:bfloat16,"
+        "llama_cpp:q4_1,llama_cpp:q8_0,llama_cpp:f16)",
+    )
+    passes.add_argument("--threads", type=int, default=0, help="llama_cpp threads (default 0: every core)")
+    passes.add_argument("--out", type=Path, default=None, help="write passes.json and passes.md here")
+
     stress = sub.add_parser("stress", help="soak the ROS 2 graph with many turns, then inject faults; prints one summary line")
     stress.add_argument("--turns", type=int, default=300, help="utterances of the soak (default 300)")
     stress.add_argument(
@@ -526,7 +538,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     anticipate = ", anticipation" if config.anticipate else ""
     print(
         f"\n{len(job.questions)} questions{turn}{conversation}, verifier={describe_verifier(config)}{anticipate}, "
-        f"decoder={config.decoder}, copy ban={config.copy_ban or 'off'}{' +user' if config.copy_ban_user else ''}, opening ban={config.copy_ban_opening or 'off'}, endpoint delay={job.endpoint_delay}s, device={job.lm.device}"
+        f"decoder={config.decoder}, copy ban={config.copy_ban or 'off'}{' +user' if config.copy_ban_user else ''}, opening ban={config.copy_ban_opening or 'off'}, endpoint delay={job.endpoint_delay}s, {job.lm.describe()}"
     )
     print(bench.format_table(summary))
     print(bench.format_duration_table(by_duration))
@@ -882,8 +894,31 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 1 if unanswered else 0
 
 
+def cmd_passes(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from .eval import passes
+
+    settings = [passes.Setting.parse(text.strip()) for text in (args.settings or passes.DEFAULT_SETTINGS).split(",")]
+    if args.threads < 0:
+        raise ConfigError(f"--threads must be >= 0 (0: every core), got {args.threads}")
+    bandwidth = passes.memory_bandwidth()
+    rows = []
+    for setting in tqdm(settings, desc="passes", unit="setting"):
+        rows.append(passes.measure_in_child(setting, args.threads))
+    table = passes.format_table(rows, bandwidth)
+    print(table)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "passes.json").write_text(json.dumps({"bandwidth": bandwidth, "rows": rows}, indent=1))
+        (args.out / "passes.md").write_text(table + "\n")
+        print(f"wrote {args.out}/passes.json, passes.md")
+    return 0
+
+
 COMMANDS = {
     "bench": cmd_bench,
+    "passes": cmd_passes,
     "frontier": cmd_frontier,
     "bringup": cmd_bringup,
     "demo": cmd_demo,

@@ -58,6 +58,10 @@ class LanguageModel:
         self._last_warning = ""
         self._turn_end_len, self.end_of_user_id = self._user_turn_end()
 
+    def describe(self) -> str:
+        """The backend and its settings, as `key=value` words (logs, summaries)."""
+        return " ".join(f"{k}={v}" for k, v in self.backend.describe().items())
+
     def told(self, system_prompt: str) -> LanguageModel:
         """This model and tokenizer under another system prompt (weights and pass counts shared)."""
         other = copy.copy(self)

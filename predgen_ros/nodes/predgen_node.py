@@ -126,7 +126,7 @@ class PredgenNode(ManagedNode):
         ]
         config = self.session.config
         self.get_logger().info(
-            f"ready (active): policy={config.policy} verifier={config.verifier} decoder={config.decoder} device={self.lm.device}"
+            f"ready (active): policy={config.policy} verifier={config.verifier} decoder={config.decoder} {self.lm.describe()}"
         )
 
     def deactivate(self) -> None:
@@ -255,7 +255,7 @@ class PredgenNode(ManagedNode):
         worker = self.worker
         values = {
             "policy": self.session.config.policy,
-            "device": str(self.lm.device),
+            **self.lm.backend.describe(),
             "turns": self.turns,
             "history_turns": len(self.session.history),
             "busy": bool(worker and worker.busy()),
