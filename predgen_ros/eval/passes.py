@@ -1,6 +1,6 @@
 """What one forward pass costs, per backend and weight format, against the hardware's floor.
 
-Each setting runs in a child process of its own, so its peak RSS is its own.  A pass
+Each setting runs in a child process of its own, so its RSS is its own.  A pass
 over n tokens follows a prompt of PROMPT_TOKENS (crop back, repeat, median); greedy
 decode is 1-token passes.  The floor of a 1-token pass is the weights' bytes over the
 memory bandwidth measured in the same run (numpy copying one large array on one
@@ -10,7 +10,6 @@ thread), since a decode step reads every weight once.
 from __future__ import annotations
 
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+import psutil
 
 from ..engine.config import ConfigError, ModelError
 
@@ -108,13 +108,14 @@ def measure(setting: Setting, threads: int) -> dict:
         "prefill_ms": statistics.median(prefill) * 1000,
         "tokens_per_s": decode,
         "weight_mib": weight_bytes / 2**20,
-        "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        # RSS now, not ru_maxrss: Linux carries the parent's peak over fork and exec
+        "rss_mib": psutil.Process().memory_info().rss / 2**20,
         **lm.backend.describe(),
     }
 
 
 def measure_in_child(setting: Setting, threads: int) -> dict:
-    """`measure` in a fresh interpreter: the peak RSS is this setting's alone."""
+    """`measure` in a fresh interpreter: the RSS is this setting's alone."""
     code = "import json,sys; from predgen_ros.eval import passes as p; "
     code += f"print(json.dumps(p.measure(p.Setting.parse({str(setting)!r}), {threads})))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
