@@ -24,7 +24,7 @@ def assert_one_line_error(result, *needles):
 
 def test_missing_model_directory(tmp_path):
     result = run_cli("bench", "--limit", "1", "--model", str(tmp_path / "nowhere"))
-    assert_one_line_error(result, "model directory not found", "nowhere")
+    assert_one_line_error(result, "model not found", "nowhere")
 
 
 def test_empty_question_file(tmp_path):

