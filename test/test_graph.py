@@ -119,7 +119,8 @@ def test_turns_produce_speech_reports_and_use_history(graph):
         <= float(first["t_commit"])
         <= float(first["t_first_audio"])
     )
-    assert int(first["nfe_tfs"]) >= 1 and int(first["rounds"]) >= 1
+    # passes after the final may be 0: a fast backend has the first sentence verified before it
+    assert int(first["nfe_tfs"]) + int(first["rounds"]) >= 1
 
     # the committed first sentence was spoken: a WAV with speech-length, non-silent audio
     seconds, rms = wav_seconds_and_rms(out / "wav" / "reply_001.wav")
