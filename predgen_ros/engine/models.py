@@ -10,7 +10,6 @@ Nothing here ever reaches a model hub.
 
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 import logging
 import os
@@ -69,17 +68,11 @@ def embedded_gguf(weights: str = "f16") -> Path:
         return shipped
     target = cache_dir() / shipped.name.replace("Q4_1", weights.upper())
     if not target.is_file():
-        from .backends.llama import _llama
+        from .backends.llama import quantize
 
-        lib = _llama()
         log.warning("making %s once with llama.cpp's quantizer (a few seconds)", target)
         target.parent.mkdir(parents=True, exist_ok=True)
-        params = lib.llama_model_quantize_default_params()
-        params.ftype, params.allow_requantize = WEIGHTS[weights], True
-        partial = target.with_name(target.name + ".partial")
-        if lib.llama_model_quantize(str(shipped).encode(), str(partial).encode(), ctypes.byref(params)) != 0:
-            raise ModelError(f"llama.cpp could not make {target.name} from {shipped}")
-        partial.rename(target)  # atomic: a crash mid-way never leaves a half file
+        quantize(shipped, target, WEIGHTS[weights])
     return target
 
 

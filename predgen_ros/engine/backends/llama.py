@@ -53,6 +53,18 @@ def _llama():
     return _lib
 
 
+def quantize(source: Path, target: Path, ftype: int) -> None:
+    """Write `source` in llama_ftype `ftype` to `target` with llama.cpp's own quantizer
+    (atomically: a crash mid-way never leaves a half file)."""
+    lib = _llama()
+    params = lib.llama_model_quantize_default_params()
+    params.ftype, params.allow_requantize = ftype, True
+    partial = target.with_name(target.name + ".partial")
+    if lib.llama_model_quantize(str(source).encode(), str(partial).encode(), ctypes.byref(params)) != 0:
+        raise ModelError(f"llama.cpp could not make {target.name} from {source}")
+    partial.rename(target)
+
+
 def default_threads() -> int:
     return len(os.sched_getaffinity(0))
 
