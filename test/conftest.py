@@ -54,7 +54,7 @@ def llama_lm(tokenizer):
     """The real SmolLM2 (F16) in llama.cpp, each pass evaluated token by token
     (n_ubatch 1): a batched pass then rounds as 1-token passes do, so the property
     tests check the engine's bookkeeping exactly (the near-ties of batched passes
-    are measured by bench, README "Backends")."""
+    are measured by bench, docs/results/passes.md)."""
     from predgen_ros.engine.backends.llama import LlamaCppBackend
     from predgen_ros.engine.models import embedded_gguf
 

@@ -49,7 +49,7 @@ def test_smart_turn_scores_a_complete_question_above_the_same_question_cut(speec
     complete = smart_turn.probability(pcm + SILENCE[:6400])
     assert complete > 0.5
     # cut mid-sentence ("What is the ca-"); cut at 80 % ("What is the capital of") Piper's
-    # voice scores nearly as complete (0.95-0.97 against 0.98), see README: End of turn
+    # voice scores nearly as complete (0.95-0.97 against 0.98), see docs/results/endpoints-80.md
     cut = pcm[: int(len(pcm) // 2 * 0.6) * 2]
     assert smart_turn.probability(cut + SILENCE[:6400]) < complete
 

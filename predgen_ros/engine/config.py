@@ -18,7 +18,7 @@ BACKENDS = ("auto", "llama_cpp", "transformers")
 # The embedded model's weight formats for llama.cpp, as llama_ftype numbers (None: the
 # file as shipped).  F16 is the default: its batched passes pick the same argmax as its
 # 1-token passes at all but ~1 in 1,000 positions, so the exact verifier commits what
-# baseline decodes; Q4_1 and Q8_0 part at ~1 in 40 (README, "Backends").
+# baseline decodes; Q4_1 and Q8_0 part at ~1 in 40 (docs/results/passes.md).
 WEIGHTS = {"f16": 1, "q8_0": 7, "q4_1": None}
 
 # What the model is told before the conversation (parameter model.system_prompt).
@@ -36,9 +36,9 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class EngineConfig:
     policy: str = "predgen"
-    verifier: str = "exact"  # lossless; in a conversation still several times faster (README)
+    verifier: str = "exact"  # lossless; in a conversation still several times faster (docs/results/conversations.md)
     top_k: int = 3
-    # Rank alone lets an early guess answer a later question (README, "How it works"):
+    # Rank alone lets an early guess answer a later question (docs/design.md#how-it-works):
     max_gap: float = 1.0  # top-K: nats a kept runner-up may lie below the most likely token (inf: the paper)
     exact_head: int = 1  # all but exact: the reply's first tokens must be the most likely one
     copy_guard: bool = True  # all but exact: a runner-up token may not copy an earlier reply
@@ -47,7 +47,7 @@ class EngineConfig:
     decoder: str = "ar"
     copy_ban: int = 4  # tokens: a reply never completes a run this long of an earlier reply in the prompt (0: plain greedy)
     copy_ban_opening: int = (
-        2  # tokens: a reply does not begin as an earlier reply in the prompt began (0: off; README: Conversations)
+        2  # tokens: a reply does not begin as an earlier reply in the prompt began (0: off; docs/results/conversations.md)
     )
     copy_ban_user: bool = False  # the copy ban also covers the user's words: the reply does not echo the request
     jacobi_block: int = 8  # tokens per Jacobi iteration (1 exact + guesses)
@@ -56,7 +56,7 @@ class EngineConfig:
     max_sentences: int = 2  # a robot answers briefly: the reply ends after this many sentences (0: no limit)
     history_tokens: int = 1024  # earlier turns kept in the prompt (a long prompt slows every pass)
     history_turns: int = 1  # the turn before: enough for a "yes, please", too little to copy (0: as many as history_tokens holds)
-    anticipate: bool = True  # predgen: speculate on the model's guess of the sentence's end (README: Recommendation)
+    anticipate: bool = True  # predgen: speculate on the model's guess of the sentence's end (docs/results/anticipation.md#recommendation-the-exact-verifier-with-anticipation-the-default)
     anticipate_tokens: int = 12  # at most this many tokens of guessed user text
     sentence: SentenceRules = field(default_factory=SentenceRules)
 

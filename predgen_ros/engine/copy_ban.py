@@ -2,7 +2,7 @@
 
 A small model that reads its own earlier replies in the prompt copies them: in a
 spoken conversation of short requests SmolLM2-135M answered every question with
-its first reply (README, "Conversations").  The rule: the next reply token is the
+its first reply (docs/results/conversations.md).  The rule: the next reply token is the
 most likely one, unless it would complete a run of `n` tokens that already occurs
 in an earlier reply kept in the prompt, or earlier in the reply itself (a reply
 that loops on one phrase becomes history that invites the next loop); then it is

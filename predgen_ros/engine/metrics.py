@@ -1,7 +1,7 @@
 """The per-turn measures: one definition for the benchmark, predgen_node's latency
 report (predgen/latency) and the bag evaluation that reads those reports back.
 
-Every time is measured from the end of the user's speech, `t_end` (README: Metrics).
+Every time is measured from the end of the user's speech, `t_end` (docs/design.md#metrics-one-definition-for-every-policy-all-measured-from-the-end-of-speech).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 from .session import TurnStats
 
-# predgen/latency's key of a measure where the report names it differently (README: predgen/latency)
+# predgen/latency's key of a measure where the report names it differently (docs/guide.md#topics-services-qos)
 REPORT_KEYS = {"final_accepted": "accepted_tokens", "final_candidate": "candidate_tokens"}
 COUNTS = ("nfe_tfs", "input_nfe", "guess_nfe", "rounds", "decode_tokens", "jacobi_passes", "jacobi_tokens")
 OPTIONAL_COUNTS = ("final_accepted", "final_candidate")  # None: no candidate was verified at the final

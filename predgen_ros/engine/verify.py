@@ -45,7 +45,7 @@ def accepted_length(
     top_k is None: the margin and min-p verifiers), within `max_gap`
     nats of the most likely token's log-probability, past the first
     `exact_head` tokens, and not part of a copy of an earlier reply (`history`:
-    its n-grams).  Rank alone is not enough (README, "How it works"): a guess
+    its n-grams).  Rank alone is not enough (docs/design.md#how-it-works): a guess
     made from the user's first words (and the history) stays in the top K under
     the complete question while far less likely than the model's own answer;
     and a runner-up that starts a copy of an earlier reply is the way into a

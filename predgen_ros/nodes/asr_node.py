@@ -49,7 +49,10 @@ ASR_PARAMS = {
         0.5,
         "policy fixed: trailing silence that ends an utterance; fused: the pause when one estimate says complete (s)",
     ),
-    "asr.endpoint.policy": ("fixed", f"when an utterance ends: {' | '.join(POLICIES)} (README: End of turn)"),
+    "asr.endpoint.policy": (
+        "fixed",
+        f"when an utterance ends: {' | '.join(POLICIES)} (docs/guide.md#end-of-turn-when-the-user-is-done)",
+    ),
     "asr.endpoint.pause_s": (0.15, "smart_turn, llm, fused: a pause this long asks whether the turn is complete (s)"),
     "asr.endpoint.max_silence_s": (1.0, "smart_turn, llm, fused: end after this much silence whatever the estimates (s)"),
     "asr.endpoint.audio_threshold": (0.5, "Smart Turn probability at or above which the turn is complete"),

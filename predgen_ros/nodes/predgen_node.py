@@ -40,7 +40,7 @@ from .common import (
 from .messages import end_probability, sentence_of, utterance_of
 
 PREDGEN_PARAMS = ENGINE_PARAMS
-# The key-values of each predgen/latency status (README: "predgen/latency").
+# The key-values of each predgen/latency status (docs/guide.md#topics-services-qos).
 REPORT_KEYS = (
     "turn",
     "policy",
