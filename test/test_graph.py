@@ -35,6 +35,7 @@ class FakeUser:
         self.replies_spoken = 0
         self.health: dict[str, list] = {}
         self._speaking = False
+        self.silent_since = 0.0  # when robot_speaking last went false
         self.node.create_subscription(DiagnosticArray, "predgen/latency", self._on_report, TEXT_QOS)
         self.node.create_subscription(Bool, "robot_speaking", self._on_speaking, TEXT_QOS)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_health, 10)
@@ -44,6 +45,8 @@ class FakeUser:
 
     def _on_speaking(self, msg):
         self.replies_spoken += self._speaking and not msg.data
+        if self._speaking and not msg.data:
+            self.silent_since = time.time()
         self._speaking = msg.data
 
     def _on_health(self, msg):
@@ -225,9 +228,13 @@ def test_a_barge_in_that_repeats_the_question_is_answered(graph):
     user.say(question, g)
     user.spin_until(lambda: user._speaking and len(user.reports) > before, graph=g)
     # past the late-copy window, the same words are the user speaking again, not a stale partial
-    later = float(user.reports[-1]["t_final_transcript"]) + LATE_COPY_WINDOW_S + 0.1
-    user.spin_until(lambda: time.time() > later, graph=g)
-    assert user._speaking, "the reply should still be playing"
+    final = float(user.reports[-1]["t_final_transcript"])
+    user.spin_until(lambda: time.time() > final + LATE_COPY_WINDOW_S + 0.1, graph=g)
+    assert user._speaking, (
+        f"the reply should still be playing: it ended {user.silent_since - final:.2f} s after the final, "
+        f"first audio {float(user.reports[-1]['t_first_audio']) - final:.2f} s after it, "
+        f"first sentence {user.reports[-1]['first_sentence']!r}"
+    )
     reports = len(user.reports)
     report = user.turn(question, g)
     assert [r["transcript"] for r in user.reports[reports:]] == [question]
