@@ -696,7 +696,7 @@ def _default_bag_folder(limit: int | None) -> Path:
 def cmd_make_bag(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from .audio.asr import AsrError
+    from .audio.pcm import AsrError
     from .audio.text_asr import load_questions
     from .eval.make_bag import BagSettings, make_bag
 
@@ -755,8 +755,8 @@ def cmd_endpoints(args: argparse.Namespace) -> int:
 
     from tqdm import tqdm
 
-    from .audio.asr import AsrError
     from .audio.endpoint import EndpointConfig, EndpointError
+    from .audio.pcm import AsrError
     from .eval import endpoints as ep
 
     if args.limit is not None and args.limit < 1:
@@ -848,8 +848,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from .audio.endpoint import EndpointError
     from .eval.bags import BagError
     from .eval.bench import format_duration_table, format_table
-    from .eval.live_asr import endpoint_overrides, format_endpoint_table
-    from .eval.replay import EvalSettings, graph_runs, load_replay, run_eval
+    from .eval.endpoints import format_endpoint_table
+    from .eval.evaluate import graph_runs, run_eval
+    from .eval.live_asr import endpoint_overrides
+    from .eval.replay import EvalSettings, load_replay
     from .nodes.bringup import default_params_file
 
     params_file = args.params or default_params_file()

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from predgen_ros.audio.asr import AsrError, StreamingAsr, chunks, make_recognizer, read_wav, to_pcm16k
+from predgen_ros.audio.asr import StreamingAsr, make_recognizer
+from predgen_ros.audio.pcm import AsrError, chunks, read_wav, to_pcm16k
 from predgen_ros.audio.tts import PiperSynthesizer
 
 pytestmark = pytest.mark.e2e

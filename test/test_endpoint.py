@@ -86,8 +86,8 @@ def test_roc_auc_counts_ties_half_and_needs_both_classes():
 
 
 def test_the_sweep_replays_a_rule_on_recorded_pauses():
+    from predgen_ros.eval.bags import QuestionMarker
     from predgen_ros.eval.endpoint_sweep import Pause, Rule, score_rule
-    from predgen_ros.eval.replay import QuestionMarker
 
     def pause(t_voice_end, audio, text, longest):
         steps = [(round(0.1 * n, 1), text) for n in range(1, int(round(longest * 10)) + 1)]

@@ -12,7 +12,7 @@ import yaml
 from diagnostic_msgs.msg import DiagnosticArray
 from std_msgs.msg import Bool, Header, String
 
-from predgen_ros.audio.asr import to_pcm16k
+from predgen_ros.audio.pcm import to_pcm16k
 from predgen_ros.audio.tts import PiperSynthesizer
 from predgen_ros.engine.params import node_section
 from predgen_ros.nodes.bringup import default_params_file

@@ -9,19 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from predgen_ros.eval.bags import read_bag
+from predgen_ros.eval.asr_quality import asr_quality, reference_words, revisions, word_errors
+from predgen_ros.eval.bags import read_bag, split_by_question
 from predgen_ros.eval.bench import TurnRecord, format_table, summarize
-from predgen_ros.eval.replay import (
-    EvalSettings,
-    asr_quality,
-    load_replay,
-    question_records,
-    revisions,
-    run_eval,
-    split_by_question,
-    word_errors,
-    words,
-)
+from predgen_ros.eval.evaluate import run_eval
+from predgen_ros.eval.replay import EvalSettings, load_replay, question_records
 from predgen_ros.nodes.bringup import default_params_file
 
 SAMPLE = Path(str(files("predgen_ros") / "data" / "bags" / "sample"))
@@ -63,9 +55,9 @@ def test_a_revision_changes_a_word_before_the_last():
 
 
 def test_word_error_rate_counts_edits():
-    assert word_errors(words("What is the capital of France?"), words("what is the capital of france")) == 0
-    assert word_errors(words("a b c d"), words("a x c")) == 2  # one substitution, one deletion
-    assert word_errors([], words("noise")) == 1
+    assert word_errors(reference_words("What is the capital of France?"), reference_words("what is the capital of france")) == 0
+    assert word_errors(reference_words("a b c d"), reference_words("a x c")) == 2  # one substitution, one deletion
+    assert word_errors([], reference_words("noise")) == 1
 
 
 def test_sample_bag_quality_is_measured():

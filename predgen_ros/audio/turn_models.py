@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .asr import SAMPLE_RATE, AsrError
+from .pcm import SAMPLE_RATE, AsrError
 
 SMART_TURN_SECONDS = 8  # the model reads the utterance's last 8 s (zero-padded at the front)
 _SMART_TURN_DIR = ("audio", "turn", "smart_turn")

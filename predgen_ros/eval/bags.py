@@ -7,6 +7,7 @@ Messages are stored as CDR bytes with their type definitions embedded, so
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,34 @@ class BagMessage:
     msgtype: str
     t_ns: int
     raw: bytes  # CDR
+
+
+@dataclass(frozen=True)
+class QuestionMarker:
+    """An eval/turn message: one question of the bag and when its speech truly began and ended."""
+
+    qid: str
+    text: str
+    t_start_ns: int
+    t_end_ns: int
+    pauses: list = ()  # make-bag --hesitations: [start_ns, length_s] of each pause inside the question
+
+
+def question_markers(messages: list[BagMessage]) -> list[QuestionMarker]:
+    """The eval/turn markers among `messages`, in bag order."""
+    from rclpy.serialization import deserialize_message
+    from std_msgs.msg import String
+
+    return [QuestionMarker(**json.loads(deserialize_message(m.raw, String).data)) for m in messages if m.topic == "eval/turn"]
+
+
+def first_questions(
+    messages: list[BagMessage], markers: list[QuestionMarker], limit: int | None
+) -> tuple[list[BagMessage], list[QuestionMarker]]:
+    """The messages and markers of the first `limit` questions (all of them for None)."""
+    if limit and limit < len(markers):
+        return [m for m in messages if m.t_ns < markers[limit].t_start_ns], markers[:limit]
+    return messages, markers
 
 
 def _typestore():
@@ -121,3 +150,27 @@ def _bag_folder(path: str | Path) -> Path:
     if not (folder / "metadata.yaml").is_file():
         raise BagError(f"{path}: not a rosbag2 bag (no metadata.yaml beside it)")
     return folder
+
+
+def split_by_question(messages: list[BagMessage], markers: list[QuestionMarker]) -> list[list[BagMessage]]:
+    """The replayed messages of each question: from its start marker to the next one's,
+    except that an utterance's end of speech and final belong to the question in which
+    its speech ended.  A slow recognizer (make-bag's closing re-decode of a long
+    question) can publish a final after the next question began; by publish time that
+    question would lose its final and the next one get two."""
+    from rclpy.serialization import deserialize_message
+    from std_msgs.msg import Header
+
+    questions: list[list[BagMessage]] = [[] for _ in markers]
+    starts = [m.t_start_ns for m in markers[1:]]
+    question_at = lambda t_ns: sum(t_ns >= start for start in starts)  # noqa: E731
+    closing = None  # the question of the last end of speech: its final follows it
+    for message in messages:
+        index = question_at(message.t_ns)
+        if message.topic == "asr/speech_end":
+            stamp = deserialize_message(message.raw, Header).stamp
+            index = closing = question_at(stamp.sec * 1_000_000_000 + stamp.nanosec)
+        elif message.topic == "asr/final" and closing is not None:
+            index, closing = closing, None
+        questions[index].append(message)
+    return questions

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 
 from ..audio.asr import StreamingAsr, make_recognizer, make_vad
 from ..audio.endpoint import EndpointConfig, Endpointer
+from .bags import QuestionMarker
 from .bench import percentile
 from .endpoints import PolicyRun, hear
 from .live_asr import CLOSING_TOLERANCE_S  # a pause this close to the question's end is its last one
-from .replay import QuestionMarker
 
 
 @dataclass

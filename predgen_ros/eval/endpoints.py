@@ -18,11 +18,11 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..audio.asr import SAMPLE_RATE, AsrEvent, StreamingAsr, make_recognizer, make_vad
+from ..audio.asr import AsrEvent, StreamingAsr, make_recognizer, make_vad
 from ..audio.endpoint import EndpointConfig, Endpointer
+from ..audio.pcm import SAMPLE_RATE
 from ..transcripts import words
-from .bags import BagError, read_bag
-from .replay import QuestionMarker
+from .bags import BagError, QuestionMarker, first_questions, question_markers, read_bag
 
 
 def endpoint_config(name: str, base: EndpointConfig = EndpointConfig()) -> EndpointConfig:  # noqa: B008 (frozen)
@@ -72,16 +72,14 @@ def load_audio(bag: Path, limit: int | None = None) -> tuple[list[tuple[float, b
     and the bag time (ns) of stream time 0."""
     import numpy as np
     from rclpy.serialization import deserialize_message
-    from std_msgs.msg import Int16MultiArray, String
+    from std_msgs.msg import Int16MultiArray
 
     messages = read_bag(bag, ["audio/user", "eval/turn"])
-    markers = [QuestionMarker(**json.loads(deserialize_message(m.raw, String).data)) for m in messages if m.topic == "eval/turn"]
+    markers = question_markers(messages)
     audio = [m for m in messages if m.topic == "audio/user"]
     if not markers or not audio:
         raise BagError(f"{bag}: no eval/turn markers or no audio/user: make it with `predgen-ros make-bag`")
-    if limit and limit < len(markers):
-        audio = [m for m in audio if m.t_ns < markers[limit].t_start_ns]
-        markers = markers[:limit]
+    audio, markers = first_questions(audio, markers, limit)
     chunks = [np.asarray(deserialize_message(m.raw, Int16MultiArray).data, dtype=np.int16).tobytes() for m in audio]
     t0_ns = audio[0].t_ns - int(len(chunks[0]) / 2 / SAMPLE_RATE * 1e9)
     return [((m.t_ns - t0_ns) / 1e9, pcm) for m, pcm in zip(audio, chunks)], markers, t0_ns
@@ -222,5 +220,21 @@ def format_table(summary: dict) -> str:
         lines.append(
             f"\ntext signal: ROC AUC {fmt(text['roc_auc'], '.3f')} over {text['complete_partials']} complete and "
             f"{text['incomplete_partials']} incomplete partials"
+        )
+    return "\n".join(lines)
+
+
+def format_endpoint_table(policies: dict) -> str:
+    from .bench import fmt
+
+    lines = [
+        "| endpoint policy | audio latency p50 | p90 | false endpoints | baseline p50 | speedup | cut off |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for name, s in policies.items():
+        lines.append(
+            f"| {name} | {fmt(s['audio_latency_p50_s'], '.3f')} s | {fmt(s['audio_latency_p90_s'], '.3f')} s | "
+            f"{fmt(s['false_endpoint_rate'], '.1%')} | {fmt(s['baseline_audio_latency_p50_s'], '.3f')} s | "
+            f"{fmt(s['speedup_vs_baseline_p50'], '.2f')}x | {', '.join(s['cut_off']) or '–'} |"
         )
     return "\n".join(lines)

@@ -15,10 +15,10 @@ with `baseline_endpoint`, for the ratio.
 from __future__ import annotations
 
 from ..nodes.bringup import Graph
-from .bags import GRAPH_TOPICS, USER_TOPICS, BagError, BagMessage, read_bag
+from .bags import GRAPH_TOPICS, USER_TOPICS, BagError, BagMessage, QuestionMarker, read_bag
 from .bench import TurnRecord, percentile
 from .endpoints import endpoint_config
-from .replay import EvalSettings, GraphRun, Player, QuestionMarker
+from .replay import EvalSettings, GraphRun, Player
 
 # A final whose speech ended this close to the question's end closes the question
 # (the VAD's frames and the voice's fade-out); an inserted hesitation lies much earlier.
@@ -109,19 +109,3 @@ def endpoint_summary(records: list[TurnRecord], summary: dict, runs: list[GraphR
             "speedup_vs_baseline_p50": summary[run.name]["speedup_vs_baseline_p50"],
         }
     return result
-
-
-def format_endpoint_table(policies: dict) -> str:
-    from .bench import fmt
-
-    lines = [
-        "| endpoint policy | audio latency p50 | p90 | false endpoints | baseline p50 | speedup | cut off |",
-        "|---|---:|---:|---:|---:|---:|---|",
-    ]
-    for name, s in policies.items():
-        lines.append(
-            f"| {name} | {fmt(s['audio_latency_p50_s'], '.3f')} s | {fmt(s['audio_latency_p90_s'], '.3f')} s | "
-            f"{fmt(s['false_endpoint_rate'], '.1%')} | {fmt(s['baseline_audio_latency_p50_s'], '.3f')} s | "
-            f"{fmt(s['speedup_vs_baseline_p50'], '.2f')}x | {', '.join(s['cut_off']) or '–'} |"
-        )
-    return "\n".join(lines)

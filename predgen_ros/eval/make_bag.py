@@ -22,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..audio.asr import SAMPLE_RATE, StreamingAsr, chunks, make_recognizer, to_pcm16k
+from ..audio.asr import StreamingAsr, make_recognizer
+from ..audio.pcm import SAMPLE_RATE, chunks, to_pcm16k
 from ..audio.text_asr import Question
 from ..audio.tts import PiperSynthesizer
 from .bags import USER_TOPICS, BagMessage, write_bag

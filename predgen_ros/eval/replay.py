@@ -1,4 +1,4 @@
-"""`predgen-ros eval`: replay a bag's ASR stream into the graph, once per policy, and score it.
+"""One replay of a bag's ASR stream into the graph, and its records (`predgen-ros eval`).
 
 For each policy, predgen_node and tts_node start as processes; this process
 publishes the bag's `asr/*` messages at their recorded offsets (stamps moved to
@@ -15,19 +15,26 @@ without a reply is a row of its own with the reason.
 
 from __future__ import annotations
 
-import json
-import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..engine.metrics import first_audio_missing, measures_from_report
-from ..engine.params import ENGINE_PARAMS
 from ..nodes.bringup import Graph, GraphError
 from ..nodes.probe import GraphProbe
-from .bags import GRAPH_TOPICS, USER_TOPICS, BagError, BagMessage, read_bag, write_bag
-from .bench import TurnRecord, format_duration_table, format_table, mark_matches, summarize, summarize_by_duration, write_outputs
-from .conversation import score_answers
+from .bags import (
+    GRAPH_TOPICS,
+    USER_TOPICS,
+    BagError,
+    BagMessage,
+    QuestionMarker,
+    first_questions,
+    question_markers,
+    read_bag,
+    split_by_question,
+    write_bag,
+)
+from .bench import TurnRecord
 
 REPLAYED = ("asr/partial", "asr/final", "asr/speech_end")
 
@@ -47,26 +54,10 @@ class EvalSettings:
     resume: bool = False  # keep the runs already in out/runs/
 
 
-@dataclass(frozen=True)
-class QuestionMarker:
-    qid: str
-    text: str
-    t_start_ns: int
-    t_end_ns: int
-    pauses: list = ()  # make-bag --hesitations: [start_ns, length_s] of each pause inside the question
-
-
 def load_replay(bag: Path, limit: int | None = None) -> tuple[list[BagMessage], list[QuestionMarker]]:
     """The ASR messages to replay and the question markers (of the first `limit` questions)."""
     messages = read_bag(bag, [*REPLAYED, "eval/turn"])
-    from rclpy.serialization import deserialize_message
-    from std_msgs.msg import String
-
-    markers = [QuestionMarker(**json.loads(deserialize_message(m.raw, String).data)) for m in messages if m.topic == "eval/turn"]
-    replayed = [m for m in messages if m.topic in REPLAYED]
-    if limit and limit < len(markers):
-        replayed = [m for m in replayed if m.t_ns < markers[limit].t_start_ns]
-        markers = markers[:limit]
+    replayed, markers = first_questions([m for m in messages if m.topic in REPLAYED], question_markers(messages), limit)
     if not markers or not any(m.topic == "asr/final" for m in replayed):
         raise BagError(f"{bag}: no eval/turn markers or no asr/final messages: make it with `predgen-ros make-bag`")
     return replayed, markers
@@ -210,30 +201,6 @@ def report_values(msg) -> dict[str, str]:
     return {kv.key: kv.value for status in msg.status for kv in status.values}
 
 
-def split_by_question(messages: list[BagMessage], markers: list[QuestionMarker]) -> list[list[BagMessage]]:
-    """The replayed messages of each question: from its start marker to the next one's,
-    except that an utterance's end of speech and final belong to the question in which
-    its speech ended.  A slow recognizer (make-bag's closing re-decode of a long
-    question) can publish a final after the next question began; by publish time that
-    question would lose its final and the next one get two."""
-    from rclpy.serialization import deserialize_message
-    from std_msgs.msg import Header
-
-    questions: list[list[BagMessage]] = [[] for _ in markers]
-    starts = [m.t_start_ns for m in markers[1:]]
-    question_at = lambda t_ns: sum(t_ns >= start for start in starts)  # noqa: E731
-    closing = None  # the question of the last end of speech: its final follows it
-    for message in messages:
-        index = question_at(message.t_ns)
-        if message.topic == "asr/speech_end":
-            stamp = deserialize_message(message.raw, Header).stamp
-            index = closing = question_at(stamp.sec * 1_000_000_000 + stamp.nanosec)
-        elif message.topic == "asr/final" and closing is not None:
-            index, closing = closing, None
-        questions[index].append(message)
-    return questions
-
-
 def question_records(policy: str, markers: list[QuestionMarker], outcomes: list[tuple[int, str]], recorded) -> list[TurnRecord]:
     """One record per question: the report of its last final, latency from the true end
     of speech; a question without one is a `no_reply` row with the reason."""
@@ -266,52 +233,6 @@ def question_records(policy: str, markers: list[QuestionMarker], outcomes: list[
     return records
 
 
-# ------------------------------------------------------------------ ASR quality
-def words(text: str) -> list[str]:
-    return re.sub(r"[^\w\s']", " ", text.lower()).split()
-
-
-def revisions(partials: list[str]) -> tuple[int, int]:
-    """(updates, revisions) within one utterance: a revision changes a word other
-    than the last one of the previous hypothesis."""
-    pairs = list(zip(partials, partials[1:]))
-    revised = sum(before.split()[:-1] != after.split()[: len(before.split()) - 1] for before, after in pairs)
-    return len(pairs), revised
-
-
-def word_errors(reference: list[str], hypothesis: list[str]) -> int:
-    row = list(range(len(hypothesis) + 1))
-    for i, ref_word in enumerate(reference, 1):
-        previous, row[0] = row[0], i
-        for j, hyp_word in enumerate(hypothesis, 1):
-            previous, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, previous + (ref_word != hyp_word))
-    return row[-1]
-
-
-def asr_quality(messages: list[BagMessage], markers: list[QuestionMarker]) -> dict[str, float]:
-    """Revision rate of the partials and word error rate of the finals against the questions."""
-    from rclpy.serialization import deserialize_message
-    from std_msgs.msg import String
-
-    utterances, errors, total = [], 0, 0
-    for marker, question in zip(markers, split_by_question(messages, markers)):
-        current, finals = [], []
-        for m in question:
-            if m.topic == "asr/partial":
-                current.append(deserialize_message(m.raw, String).data)
-            elif m.topic == "asr/final":
-                finals.append(deserialize_message(m.raw, String).data)
-                utterances.append(current)
-                current = []
-        reference = words(marker.text)
-        errors += word_errors(reference, words(" ".join(finals)))
-        total += len(reference)
-    counts = [revisions(u) for u in utterances]
-    changes, revised = sum(c for c, _ in counts), sum(r for _, r in counts)
-    return {"revision_rate": revised / changes if changes else 0.0, "wer": errors / total if total else 0.0}
-
-
-# ------------------------------------------------------------------- the run
 @dataclass(frozen=True)
 class GraphRun:
     """One replay of the bag: its name in the report, predgen_node's policy, the nodes
@@ -348,126 +269,3 @@ def run_graph(
         return player.records(run.name, markers, outcomes)
     finally:
         player.close()
-
-
-def graph_runs(settings: EvalSettings) -> list[GraphRun]:
-    if settings.endpoint_policies:
-        from .live_asr import live_asr_runs
-
-        return live_asr_runs(settings)
-    return [GraphRun(policy, policy) for policy in settings.policies]
-
-
-def run_eval(settings: EvalSettings, progress=None) -> tuple[list[TurnRecord], dict]:
-    """Every run on the same bag; returns the records and summary.json's content.
-
-    Each run's records are kept in runs/<name>.json as soon as it ends; with
-    `resume`, a run found there is not repeated (a long evaluation can be split)."""
-    import rclpy
-
-    live = bool(settings.endpoint_policies)
-    messages, markers = load_replay(settings.bag, settings.limit)
-    quality = asr_quality(messages, markers)
-    if live:
-        from .live_asr import load_audio_replay
-
-        messages = load_audio_replay(settings.bag, settings.limit)
-    runs = graph_runs(settings)
-    (settings.out / "runs").mkdir(parents=True, exist_ok=True)
-    records: list[TurnRecord] = []
-    rclpy.init()
-    try:
-        for run in runs:
-            kept = settings.out / "runs" / f"{run.name}.json"
-            if settings.resume and kept.is_file():
-                records += [TurnRecord(**row) for row in json.loads(kept.read_text())]
-                continue
-            mine = run_graph(run, messages, markers, settings, lambda run=run: progress(run.name) if progress else None)
-            kept.write_text(json.dumps([asdict(r) for r in mine]))
-            records += mine
-    finally:
-        rclpy.try_shutdown()
-    names = [run.name for run in runs]
-    mark_matches(records)
-    score_answers(records, {m.qid: m.text for m in markers}, scoring_model(settings))
-    summary = summarize(records, names)
-    quality["_by_duration"] = summarize_by_duration(records, names)
-    if live:
-        from .live_asr import endpoint_summary
-
-        quality["endpoint_policies"] = endpoint_summary(records, summary, runs)
-    meta = {
-        "bag": str(settings.bag),
-        "questions": len(markers),
-        "overrides": settings.overrides,
-        "keep_history": settings.keep_history,
-        "live_asr": live,
-    }
-    write_outputs(settings.out, records, summary, meta, {}, extra=quality)
-    (settings.out / "report.md").write_text(markdown_report(summary, quality, records, settings, names))
-    return records, {**summary, **quality}
-
-
-def scoring_model(settings: EvalSettings):
-    """The graph's model, loaded here after the replay, to score relevance."""
-    from ..engine.models import load_language_model
-    from ..engine.params import engine_config, read_params_file
-
-    params = {**read_params_file(settings.params_file), **settings.overrides}
-    _, model = engine_config({name: value for name, value in params.items() if name in ENGINE_PARAMS})
-    return load_language_model(model)
-
-
-def markdown_report(summary: dict, quality: dict, records: list[TurnRecord], settings: EvalSettings, names: list[str]) -> str:
-    from .live_asr import format_endpoint_table
-
-    questions = len({r.qid for r in records})
-    lines = [
-        f"# predgen_ros evaluation on `{settings.bag}`",
-        "",
-        f"{questions} questions replayed with their recorded timing, "
-        + (
-            "their audio through asr_node, predgen_node and tts_node"
-            if settings.endpoint_policies
-            else "their transcripts through predgen_node and tts_node"
-        )
-        + f", once per run ({', '.join(names)}), each question only after the reply to the previous one had ended. Audio latency is measured from the true end of speech (the last voiced sample) "
-        "to the first audio chunk handed to the sink for the reply to the question's last final transcript. "
-        + (
-            "The conversation history is kept across questions."
-            if settings.keep_history
-            else "The questions are independent: predgen_node's history is reset before each."
-        ),
-        "",
-        f"- ASR revision rate: {quality['revision_rate']:.1%} of partial updates change a word other than the last",
-        f"- ASR word error rate of the finals against the question text: {quality['wer']:.1%}",
-        "- repeat: share of answers whose first six words repeat an earlier answer's in this run; start: share that "
-        "begin with the run's most frequent first two words; copy: mean share of "
-        "each reply's 4-token runs found in an earlier reply of the run; relev: mean relevance "
-        "of each first sentence to its question (log-probability given the question alone minus given other questions "
-        "of the bag, see `eval/conversation.py`)",
-        "",
-        "```",
-        format_table(summary),
-        "",
-        format_duration_table(quality["_by_duration"]),
-        "```",
-        "",
-        *(
-            [
-                "Endpoint policies (the bag's audio through a live asr_node; a cut-off question got a final before its speech ended):",
-                "",
-                format_endpoint_table(quality["endpoint_policies"]),
-                "",
-            ]
-            if "endpoint_policies" in quality
-            else []
-        ),
-        "| question | " + " | ".join(f"{p} (s)" for p in names) + " |",
-        "|---|" + "---|" * len(names),
-    ]
-    cells = {(r.qid, r.policy): f"{r.audio_latency_s:.3f}" if r.answered else f"no reply: {r.no_reply}" for r in records}
-    for qid in dict.fromkeys(r.qid for r in records):
-        lines.append(f"| {qid} | " + " | ".join(cells.get((qid, p), "-") for p in names) + " |")
-    lines += ["", "![latency](latency.png)", ""]
-    return "\n".join(lines)

@@ -23,19 +23,9 @@ from diagnostic_msgs.msg import KeyValue
 from rclpy.node import Node
 from std_msgs.msg import Bool, Header, Int16MultiArray, String
 
-from ..audio.asr import (
-    BACKENDS,
-    SAMPLE_RATE,
-    VADS,
-    AsrError,
-    StreamingAsr,
-    chunks,
-    make_recognizer,
-    make_vad,
-    microphone_chunks,
-    read_wav,
-)
+from ..audio.asr import BACKENDS, VADS, StreamingAsr, make_recognizer, make_vad
 from ..audio.endpoint import POLICIES, EndpointConfig, Endpointer, EndpointError
+from ..audio.pcm import SAMPLE_RATE, AsrError, chunks, microphone_chunks, read_wav
 from ..audio.text_asr import QuestionError, load_questions, text_partials
 from .common import ERROR, OK, TEXT_QOS, WARN, Diagnostics, StartupError, declare_parameters, run_node, stamp
 from .messages import audio_rate, speech_end
