@@ -150,8 +150,8 @@ def test_the_frontier_compares_every_setting_with_one_baseline():
 
 
 def test_both_turns_are_asked_with_distinct_ids():
-    from predgen_ros.cli import _questions_of_turns
+    from predgen_ros.eval.bench_job import questions_of_turns
 
-    questions = _questions_of_turns(None, 2, [1, 2])
+    questions = questions_of_turns(None, 2, [1, 2])
     assert [q.qid for q in questions] == ["81", "82", "81.2", "82.2"]
     assert questions[2].context == (questions[0].text,) and not questions[0].context

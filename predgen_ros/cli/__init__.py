@@ -1,0 +1,38 @@
+"""The `predgen-ros` command: one module per command family, each with its parsers
+and its runs side by side (bench.py, graph.py, bags.py, endpoints.py)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from ..engine.config import ConfigError, ModelError
+from . import bags, bench, endpoints, graph
+from .options import OneLineParser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="predgen-ros", description="Speculative LLM replies for ROS 2 voice dialogue.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    for family in (bench, graph, bags, endpoints):
+        family.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    from ..audio.tts import VoiceError
+    from ..eval.bags import BagError
+    from ..eval.questions import QuestionError
+    from ..nodes.bringup import GraphError
+
+    try:
+        return args.run(args)
+    except (ModelError, VoiceError, QuestionError, ConfigError, GraphError, BagError) as err:
+        print(f"predgen-ros {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"predgen-ros {args.command}: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,128 @@
+"""`bringup`, `demo` and `stress`: the three nodes as processes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..engine.config import POLICIES, ConfigError
+from .options import (
+    MODEL_OPTIONS,
+    add_param_options,
+    add_set_option,
+    check_limit,
+    given_params,
+    params_file_or_default,
+    policy_list,
+)
+
+
+def register(sub) -> None:
+    up = sub.add_parser(
+        "bringup", help="start asr_node, predgen_node and tts_node as processes (pip-only stand-in for ros2 launch)"
+    )
+    up.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file (default: config/predgen.yaml)")
+    up.add_argument("--policy", choices=POLICIES, default=None, help="predgen_node policy")
+    up.add_argument("--asr-backend", dest="asr.backend", default=None, help="pocketsphinx, vosk or text")
+    up.add_argument("--asr-input", dest="asr.input", default=None, help="'microphone' or a WAV file (pocketsphinx / vosk)")
+    up.add_argument("--sink", dest="tts.sink", default=None, help="speaker, wav, topic or none")
+    up.add_argument("--wav-dir", dest="tts.wav_dir", default=None, help="folder for the wav sink")
+    add_set_option(up, "any parameter, e.g. --set verifier.kind=exact (repeatable; routed to the node that declares it)")
+    add_param_options(up, MODEL_OPTIONS)
+    up.set_defaults(run=cmd_bringup)
+
+    demo = sub.add_parser("demo", help="speak a robot conversation into the ROS 2 graph, once per policy; replies as WAV files")
+    demo.add_argument(
+        "--questions",
+        type=Path,
+        default=None,
+        help="MT-Bench .jsonl or a text file, one utterance a line (default: the embedded robot conversation)",
+    )
+    demo.add_argument("--limit", type=int, default=8, help="utterances (default 8)")
+    demo.add_argument(
+        "--policies", type=policy_list, default=["baseline", "predgen"], help="comma-separated (default baseline,predgen)"
+    )
+    demo.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file (default: config/predgen.yaml)")
+    demo.add_argument(
+        "--out", type=Path, default=Path("demo-out"), help="replies (WAV), node logs and reports.json go here (default demo-out)"
+    )
+    demo.set_defaults(run=cmd_demo)
+
+    stress = sub.add_parser("stress", help="soak the ROS 2 graph with many turns, then inject faults; prints one summary line")
+    stress.add_argument("--turns", type=int, default=300, help="utterances of the soak (default 300)")
+    stress.add_argument(
+        "--out", type=Path, default=Path("stress-out"), help="node logs and the utterances go here (default stress-out)"
+    )
+    stress.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file (default: config/predgen.yaml)")
+    stress.set_defaults(run=cmd_stress)
+
+
+BRINGUP_OPTIONS = {name: name for name in ("policy", "asr.backend", "asr.input", "tts.sink", "tts.wav_dir")}
+
+
+def cmd_bringup(args: argparse.Namespace) -> int:
+    from ..nodes.bringup import bringup
+
+    params_file = params_file_or_default(args.params)
+    overrides = given_params(args, {**BRINGUP_OPTIONS, **MODEL_OPTIONS})
+    overrides.update(dict(args.set))
+    return bringup(params_file, overrides)
+
+
+def _tokenizer_encode():
+    """The embedded model's tokenizer (no weights), for the measures counted in tokens."""
+    from ..engine.models import embedded_tokenizer
+
+    tokenizer = embedded_tokenizer()
+    return lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from ..audio.text_asr import load_questions, robot_conversation_file
+    from ..eval.graph_demo import (
+        DemoSettings,
+        conversation_measures,
+        latency_table,
+        measures_table,
+        reports_by_question,
+        run_demo,
+    )
+
+    check_limit(args.limit)
+    params_file = params_file_or_default(args.params)
+    source = args.questions or robot_conversation_file()
+    questions = [q.text for q in load_questions(source, args.limit)]  # a bad file fails before the graph starts
+    reports = run_demo(DemoSettings(params_file, args.out, source, tuple(args.policies), args.limit))
+    answers = {policy: reports_by_question(questions, rows) for policy, rows in reports.items()}
+    print(f"\naudio latency from the end of speech, {len(questions)} utterances at 600 chars/min through the ROS 2 graph:")
+    print(latency_table(questions, answers))
+    print("\nconversation (docs/results/conversations.md): repeated openings, history copy, first sentence as baseline's")
+    print(measures_table(conversation_measures(answers, _tokenizer_encode())))
+    last = list(answers)[-1]
+    print(f"\n{last}'s answers:")
+    for i, (question, report) in enumerate(zip(questions, answers[last]), 1):
+        print(f"{i:>3}  {question}\n     -> {report['reply'] if report else '(no reply)'}")
+    print(
+        f"replies: {args.out}/<policy>/reply_NNN.wav; reports: {args.out}/reports.json; node logs: {args.out}/graph-<policy>.log"
+    )
+    unanswered = [(policy, i + 1) for policy, rows in answers.items() for i, report in enumerate(rows) if report is None]
+    for policy, turn in unanswered:
+        print(f"demo: question {turn} got no reply from {policy} (see {args.out}/graph-{policy}.log)", file=sys.stderr)
+    return 1 if unanswered else 0
+
+
+def cmd_stress(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from ..eval.stress import StressSettings, run_stress
+
+    settings = StressSettings(params_file_or_default(args.params), args.out, turns=args.turns)
+    if args.turns <= settings.rss_from_turn:
+        raise ConfigError(
+            f"--turns must be more than {settings.rss_from_turn} (memory growth is measured from that turn), got {args.turns}"
+        )
+    with tqdm(total=args.turns, desc="stress", unit="turn") as bar:
+        result = run_stress(settings, progress=bar.update)
+    print(result.line())
+    return 0 if result.passed else 1
