@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..transcripts import same_words
-from .endpoint import EndpointConfig, Endpointer
+from .endpoint import ENDPOINT_SILENCE_S, EndpointConfig, Endpointer
 from .pcm import SAMPLE_RATE, AsrError
 
 BACKENDS = ("pocketsphinx", "vosk", "text")
@@ -125,7 +125,7 @@ class StreamingAsr:
     def __init__(
         self,
         recognizer: Recognizer,
-        endpoint_silence: float = 0.5,
+        endpoint_silence: float = ENDPOINT_SILENCE_S,
         vad_mode: int = 2,
         redecode_final: bool = True,
         endpointer: Endpointer | None = None,

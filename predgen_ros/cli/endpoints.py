@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from ..audio.asr import VADS
-from ..audio.endpoint import DEFAULT_ENDPOINT_POLICIES
+from ..audio.endpoint import DEFAULT_ENDPOINT_POLICIES, ENDPOINT_SILENCE_S
 from ..engine.config import ConfigError
 from .options import check_limit, comma_list
 
@@ -26,7 +26,10 @@ def register(sub) -> None:
     ends.add_argument("--vad", choices=VADS, default="silero", help="voice activity detector (default silero)")
     ends.add_argument("--pause", type=float, default=0.15, help="the short pause that asks the estimates, s (default 0.15)")
     ends.add_argument(
-        "--silence", type=float, default=0.35, help="fused: the pause when one estimate says complete, s (default 0.35)"
+        "--silence",
+        type=float,
+        default=ENDPOINT_SILENCE_S,
+        help=f"fixed: the silence that ends an utterance; fused: the pause when one estimate says complete, s (default {ENDPOINT_SILENCE_S})",
     )
     ends.add_argument("--max-silence", type=float, default=1.0, help="the longest wait, s (default 1.0)")
     ends.add_argument(

@@ -300,7 +300,7 @@ class Session:
         self._unscored: str | None = None  # the latest partial, until its end probability is emitted
         self._history_replies = [self.lm.encode_reply(reply) for _, reply in self.history]  # token ids, as in the prompt
         self._history_ngrams = reply_ngrams(
-            self._history_replies if self.config.copy_guard else []
+            self._history_replies if self.config.verifier.copy_guard else []
         )  # what a runner-up token may not copy
         self._rule: CopyBan | None = None  # the decoding rule for the target prompt (set with it)
 
@@ -408,9 +408,7 @@ class Session:
                 self.state,
                 self._prompt,
                 candidate,
-                self.config.accept_k,
-                self.config.accept_gap,
-                self.config.exact_head,
+                self.config.verifier,
                 self._history_ngrams,
             )
             self._draft = candidate[kept + 1 :]  # the rejected tail seeds the next Jacobi block

@@ -180,7 +180,7 @@ TEXT_THRESHOLDS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
 
 
 def summarize(name: str, config: EndpointConfig, results: list[QuestionOutcome]) -> dict:
-    from .bench import percentile
+    from .records import percentile
 
     delays = [r.endpoint_delay_s for r in results if r.endpoint_delay_s is not None]
     cut = [r.qid for r in results if r.false_endpoints]
@@ -207,7 +207,7 @@ def write_summary(out: Path, summary: dict) -> str:
 
 
 def format_table(summary: dict) -> str:
-    from .bench import fmt
+    from .report import fmt
 
     lines = ["| policy | endpoint delay p50 | p90 | false endpoints | cut off |", "|---|---:|---:|---:|---|"]
     for name, s in summary["endpoint_policies"].items():
@@ -225,7 +225,7 @@ def format_table(summary: dict) -> str:
 
 
 def format_endpoint_table(policies: dict) -> str:
-    from .bench import fmt
+    from .report import fmt
 
     lines = [
         "| endpoint policy | audio latency p50 | p90 | false endpoints | baseline p50 | speedup | cut off |",

@@ -24,7 +24,7 @@ from rclpy.node import Node
 from std_msgs.msg import Bool, Header, Int16MultiArray, String
 
 from ..audio.asr import BACKENDS, VADS, StreamingAsr, make_recognizer, make_vad
-from ..audio.endpoint import POLICIES, EndpointConfig, Endpointer, EndpointError
+from ..audio.endpoint import ENDPOINT_SILENCE_S, POLICIES, EndpointConfig, Endpointer, EndpointError
 from ..audio.pcm import SAMPLE_RATE, AsrError, chunks, microphone_chunks, read_wav
 from ..audio.text_asr import QuestionError, load_questions, text_partials
 from .common import ERROR, OK, TEXT_QOS, WARN, Diagnostics, StartupError, declare_parameters, run_node, stamp
@@ -36,7 +36,7 @@ ASR_PARAMS = {
     "asr.device": ("", "capture device name or index for 'microphone'; empty = system default"),
     "asr.chunk_ms": (100, "audio chunk fed to the recognizer (ms)"),
     "asr.endpoint_silence_s": (
-        0.5,
+        ENDPOINT_SILENCE_S,
         "policy fixed: trailing silence that ends an utterance; fused: the pause when one estimate says complete (s)",
     ),
     "asr.endpoint.policy": (

@@ -126,7 +126,7 @@ class PredgenNode(ManagedNode):
         ]
         config = self.session.config
         self.get_logger().info(
-            f"ready (active): policy={config.policy} verifier={config.verifier} decoder={config.decoder} {self.lm.describe()}"
+            f"ready (active): policy={config.policy} verifier={config.verifier.describe()} decoder={config.decoder} {self.lm.describe()}"
         )
 
     def deactivate(self) -> None:
