@@ -18,15 +18,16 @@ from ..engine.config import EngineConfig
 from ..engine.lm import LanguageModel
 from ..engine.metrics import turn_measures
 from ..engine.session import Session, TurnStats
+from ..events import Emission, Heard
 from .clock import VirtualClock
 from .questions import Question, TimedEvent, speak
 from .records import TurnRecord, mark_matches
 
 
 def deliver(session: Session, event: TimedEvent) -> None:
-    if event.kind == "partial":
+    if event.kind is Heard.PARTIAL:
         session.partial(event.text, event.t)
-    elif event.kind == "final":
+    elif event.kind is Heard.FINAL:
         session.final(event.text, event.t)
     else:
         session.end_of_turn(event.t)
@@ -46,13 +47,13 @@ def run_turn(session: Session, tts: PiperSynthesizer, events: list[TimedEvent], 
             deliver(session, pending.popleft())
         if session.has_work():
             for kind, text in session.step():
-                if kind == "candidate":
+                if kind is Emission.CANDIDATE:
                     candidate = text
-                elif kind == "commit":
+                elif kind is Emission.COMMIT:
                     if text:
                         tts.synthesize(text)  # instant when pre-synthesized
                     first_audio = clock()
-                elif kind == "done":
+                elif kind is Emission.DONE:
                     return first_audio
         elif candidate is not None:
             tts.synthesize(candidate)

@@ -21,6 +21,7 @@ from pathlib import Path
 from ..audio.asr import AsrEvent, StreamingAsr, make_recognizer, make_vad
 from ..audio.endpoint import EndpointConfig, Endpointer
 from ..audio.pcm import SAMPLE_RATE
+from ..events import Heard
 from ..transcripts import words
 from .bags import BagError, QuestionMarker, first_questions, question_markers, read_bag
 
@@ -107,12 +108,12 @@ def hear(name: str, asr: StreamingAsr, audio: list[tuple[float, bytes]], text_es
     run = PolicyRun(name)
     for _, pcm in audio:
         for event in asr.feed(pcm):
-            (run.partials if event.kind == "partial" else run.finals).append(event)
-            if event.kind == "partial" and text_estimate:
+            (run.partials if event.kind is Heard.PARTIAL else run.finals).append(event)
+            if event.kind is Heard.PARTIAL and text_estimate:
                 asr.text_estimate(event.text, text_estimate(event.text))
         if progress:
             progress()
-    run.finals += [event for event in asr.flush() if event.kind == "final"]
+    run.finals += [event for event in asr.flush() if event.kind is Heard.FINAL]
     return run
 
 

@@ -27,6 +27,7 @@ from ..audio.endpoint import ENDPOINT_SILENCE_S
 from ..audio.pcm import SAMPLE_RATE, chunks, to_pcm16k
 from ..audio.text_asr import Question
 from ..audio.tts import PiperSynthesizer
+from ..events import Heard
 from .bags import USER_TOPICS, BagMessage, write_bag
 
 VOICED = 300  # int16 amplitude above which a sample counts as speech
@@ -154,7 +155,7 @@ def bag_messages(questions: list[Question], settings: BagSettings, progress=None
 
     def heard(event, t: float) -> None:
         nonlocal finals
-        if event.kind == "partial":
+        if event.kind is Heard.PARTIAL:
             add("asr/partial", t, String(data=event.text))
             return
         finals += 1

@@ -32,6 +32,7 @@ from ..audio.asr import BACKENDS, VADS, StreamingAsr, make_recognizer, make_vad
 from ..audio.endpoint import ENDPOINT_SILENCE_S, POLICIES, EndpointConfig, Endpointer, EndpointError
 from ..audio.pcm import SAMPLE_RATE, AsrError, chunks, microphone_chunks, read_wav
 from ..audio.text_asr import QuestionError, load_questions, text_partials
+from ..events import Heard
 from .common import ERROR, OK, TEXT_QOS, WARN, ManagedNode, StartupError, run_node, stamp
 from .messages import audio_rate, speech_end
 
@@ -286,7 +287,7 @@ class AsrNode(ManagedNode):
         self.state = AsrState.INPUT_FINISHED
 
     def _publish_event(self, event, t0: float) -> None:
-        if event.kind == "partial":
+        if event.kind is Heard.PARTIAL:
             self.publish_partial(event.text)
         else:
             self.publish_final(event.text, t0 + event.t_speech_end)
