@@ -8,17 +8,18 @@ A launch argument left empty keeps the value of the parameter file.  When one
 node exits (a bad model path, a crash), the whole launch shuts down, as
 `predgen-ros bringup` does on installs without `ros2 launch`.
 
-predgen_node and tts_node are managed (lifecycle) nodes: launch configures them
-(the model and the voice load) and activates each once it is inactive.  After
-that, `ros2 lifecycle set /predgen_node deactivate` stops replies without
-unloading the model.  `namespace:=robot1` puts the three nodes and their topics
+The three nodes are managed (lifecycle) nodes: launch configures them (the
+recognizer, the model and the voice load) and activates each once it is
+inactive.  After that, `ros2 lifecycle set /predgen_node deactivate` stops
+replies without unloading the model, and `ros2 lifecycle set /asr_node
+deactivate` stops hearing.  `namespace:=robot1` puts the three nodes and their topics
 under /robot1; the parameter file's `/**/<node>` keys match in any namespace.
 """
 
 from launch.actions import DeclareLaunchArgument, EmitEvent, OpaqueFunction, RegisterEventHandler, Shutdown
 from launch.events import matches_action
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
-from launch_ros.actions import LifecycleNode, Node
+from launch_ros.actions import LifecycleNode
 from launch_ros.event_handlers import OnStateTransition
 from launch_ros.events.lifecycle import ChangeState
 from launch_ros.substitutions import FindPackageShare
@@ -26,8 +27,7 @@ from lifecycle_msgs.msg import Transition
 
 from launch import LaunchDescription
 
-NODES = ("asr_node", "predgen_node", "tts_node")
-MANAGED_NODES = ("predgen_node", "tts_node")
+NODES = ("asr_node", "predgen_node", "tts_node")  # all three are lifecycle nodes
 
 # launch argument -> (parameter, the node that declares it, description)
 OVERRIDES = {
@@ -77,10 +77,8 @@ def _nodes(context):
             output="screen",
             on_exit=Shutdown(reason=f"{node} exited; stopping the other nodes"),
         )
-        if node in MANAGED_NODES:  # launch drives the lifecycle, so the node does not autostart
-            actions += _managed(LifecycleNode(**settings, parameters=[params_file, {**overrides[node], "autostart": False}]))
-        else:
-            actions.append(Node(**settings, parameters=[params_file, overrides[node]]))
+        # launch drives the lifecycle, so the node does not autostart
+        actions += _managed(LifecycleNode(**settings, parameters=[params_file, {**overrides[node], "autostart": False}]))
     return actions
 
 

@@ -5,18 +5,14 @@ import json
 
 import pytest
 
+from predgen_ros.engine.config import VerifierRule
 from predgen_ros.engine.sentences import SentenceRules
 from predgen_ros.engine.session import ConfigError, EngineConfig
-from predgen_ros.eval.bench import (
-    TurnRecord,
-    context_history,
-    format_duration_table,
-    mark_matches,
-    summarize,
-    summarize_by_duration,
-)
+from predgen_ros.eval.bench import context_history
 from predgen_ros.eval.frontier import frontier_variants, parse_setting
 from predgen_ros.eval.questions import QuestionError, load_questions
+from predgen_ros.eval.records import TurnRecord, mark_matches, summarize, summarize_by_duration
+from predgen_ros.eval.report import format_duration_table
 
 
 def record(qid, policy, speech_s, latency, sentence="Paris is the capital.", logprob=-0.5, not_top=0.0, ids=(1, 2, 3, 4)):
@@ -107,20 +103,21 @@ def test_a_follow_up_is_asked_after_the_models_own_reply_to_turn_1(tiny_lm, make
 
 
 @pytest.mark.parametrize(
-    "spec, expected",
+    "spec, rule, expected",
     [
-        ("exact", dict(verifier="exact", anticipate=False)),
-        ("exact+anticipate", dict(verifier="exact", anticipate=True)),
-        ("margin=0.1", dict(verifier="margin", margin=0.1)),
-        ("minp=0.3+anticipate", dict(verifier="minp", min_p=0.3, anticipate=True)),
-        ("topk=5", dict(verifier="topk", top_k=5)),
-        ("exact+anticipate=4", dict(verifier="exact", anticipate=True, anticipate_tokens=4)),
+        ("exact", dict(kind="exact"), dict(anticipate=False)),
+        ("exact+anticipate", dict(kind="exact"), dict(anticipate=True)),
+        ("margin=0.1", dict(kind="margin", margin=0.1), {}),
+        ("minp=0.3+anticipate", dict(kind="minp", min_p=0.3), dict(anticipate=True)),
+        ("topk=5", dict(kind="topk", k=5), {}),
+        ("exact+anticipate=4", dict(kind="exact"), dict(anticipate=True, anticipate_tokens=4)),
     ],
 )
-def test_a_frontier_setting_names_its_verifier_value_and_anticipation(spec, expected):
-    base = EngineConfig(policy="baseline", max_gap=2.0)
+def test_a_frontier_setting_names_its_verifier_value_and_anticipation(spec, rule, expected):
+    base = EngineConfig(policy="baseline", verifier=VerifierRule(max_gap=2.0))
     config = parse_setting(spec, base)
-    assert config.policy == "predgen" and config.max_gap == 2.0  # the guards come from the common configuration
+    assert config.policy == "predgen"
+    assert config.verifier == VerifierRule(max_gap=2.0, **rule)  # the guards come from the common configuration
     for name, value in expected.items():
         assert getattr(config, name) == value
 

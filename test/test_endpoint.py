@@ -9,7 +9,8 @@ CHUNK = 0.05
 
 def first_end(policy, audio_p=None, text_p=None, **config):
     """Seconds of silence after which the policy ends the utterance (chunk by chunk),
-    and how often it asked Smart Turn."""
+    and how often it asked Smart Turn; the silence is 0.35 s unless given."""
+    config.setdefault("silence_s", 0.35)
     asked = []
 
     def audio():

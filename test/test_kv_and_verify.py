@@ -1,14 +1,15 @@
 """The KV cache always equals a fresh encoding of the kept tokens; verifiers
 accept exactly what their rule allows."""
 
+import math
 import random
 
 import numpy as np
 import pytest
 import torch
 
+from predgen_ros.engine.config import VerifierRule
 from predgen_ros.engine.lm import KVState
-from predgen_ros.engine.session import EngineConfig
 from predgen_ros.engine.verify import accepted_length, copied_positions, reply_ngrams, verify_candidate
 
 BACKENDS = ["tiny_lm", "llama_lm"]
@@ -48,7 +49,8 @@ def test_cache_equals_fresh_encoding_after_crops_and_verification(backend, reque
         words = rng.sample(["what", "is", "the", "capital", "of", "france", "and", "why", "is", "it", "so", "famous", "today"], 6)
         new_prompt = lm.prompt_ids(" ".join(words))
         candidate = [rng.randrange(len(lm.tokenizer)) for _ in range(rng.randint(0, 8))]
-        kept = verify_candidate(state, new_prompt, candidate, top_k=rng.choice([1, 3]))
+        rule = rng.choice([VerifierRule("exact"), VerifierRule("topk", k=3, max_gap=math.inf, exact_head=0)])
+        kept = verify_candidate(state, new_prompt, candidate, rule)
         assert state.tokens == new_prompt + candidate[:kept]
         assert_cache_matches(state)
         state.crop(rng.randint(1, len(state.tokens)))
@@ -88,14 +90,14 @@ def test_topk_never_accepts_a_token_outside_the_top_k():
     [("margin", {"margin": 0.3}), ("margin", {"margin": 2.0}), ("minp", {"min_p": 0.5}), ("minp", {"min_p": 0.1})],
 )
 def test_margin_and_floor_verifiers_never_accept_a_token_outside_their_rule(verifier, setting):
-    config = EngineConfig(verifier=verifier, **setting)
+    rule = VerifierRule(verifier, **setting)
     gen = torch.Generator().manual_seed(1)
     for _ in range(200):
         logits = torch.randn(10, 50, generator=gen) * 2
         probs = logits.softmax(dim=-1)
         # candidates of near-top tokens (the 4 most likely), so the rule decides, not chance
         candidate = [int(row.topk(4).indices[int(torch.randint(0, 4, (1,), generator=gen))]) for row in logits]
-        n = accepted_length(logits.numpy(), candidate, config.accept_k, config.accept_gap)
+        n = accepted_length(logits.numpy(), candidate, rule.rank_limit, rule.gap_limit)
 
         def allowed(j):
             if verifier == "margin":

@@ -29,14 +29,14 @@ def ros2_launch_available() -> bool:
 
 
 def launch_constants():
-    """NODES, MANAGED_NODES and OVERRIDES as written in the launch file, without importing launch."""
+    """NODES and OVERRIDES as written in the launch file, without importing launch."""
     tree = ast.parse(LAUNCH_FILE.read_text())
     constants = {}
     for node in tree.body:
         if (
             isinstance(node, ast.Assign)
             and isinstance(node.targets[0], ast.Name)
-            and node.targets[0].id in ("NODES", "MANAGED_NODES", "OVERRIDES")
+            and node.targets[0].id in ("NODES", "OVERRIDES")
         ):
             constants[node.targets[0].id] = ast.literal_eval(node.value)
     return constants
@@ -49,7 +49,6 @@ def test_launch_file_starts_the_same_nodes_and_overrides_declared_parameters():
         assert parameter in DECLARED[node], f"launch argument {argument} sets {parameter}, which {node} does not declare"
         assert bringup.node_for(parameter) == node  # bringup routes it to the same node
     assert set(constants["OVERRIDES"]) | {"params_file", "namespace"} == ARGUMENTS
-    assert tuple(constants["MANAGED_NODES"]) == bringup.MANAGED_NODES
 
 
 def test_one_node_exiting_shuts_the_launch_down_as_bringup_does():
@@ -61,9 +60,7 @@ def test_one_node_exiting_shuts_the_launch_down_as_bringup_does():
         if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and getattr(n.value.func, "id", "") == "dict"
     }
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") in ("Node", "LifecycleNode")]
-    assert {call.func.id for call in calls} == {"Node", "LifecycleNode"}, (
-        "launch_ros' Node for asr_node, LifecycleNode for the others"
-    )
+    assert {call.func.id for call in calls} == {"LifecycleNode"}, "launch_ros' LifecycleNode for each of the three"
     for call in calls:
         keywords = list(call.keywords)
         for k in call.keywords:

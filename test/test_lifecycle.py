@@ -1,4 +1,4 @@
-"""predgen_node and tts_node as managed nodes, driven through their lifecycle services over DDS."""
+"""The three nodes as managed nodes, driven through their lifecycle services over DDS."""
 
 import time
 
@@ -115,3 +115,47 @@ def test_ros2_param_set_on_a_read_only_parameter_is_refused(managed):
     probe.spin_until(future.done, 60, "the answer to set_parameters")
     result = future.result().results[0]
     assert not result.successful and "read-only" in result.reason
+
+
+def test_asr_node_hears_only_while_active_and_starts_its_source_again_on_activate(tmp_path):
+    """asr_node as the third managed node: nothing before activate, nothing after deactivate
+    (the source thread is joined before the transition returns), and a text source
+    activated again speaks its first utterance from the beginning."""
+    rclpy.init()
+    overrides = {
+        "autostart": False,
+        "asr.backend": "text",
+        "asr.text.limit": 2,  # the second is being spoken when the node deactivates
+        "asr.text.wait_for_reply": False,
+        "asr.text.gap_s": 0.1,
+    }
+    try:
+        with (
+            open(tmp_path / "graph.log", "w") as log,
+            Graph(default_params_file(), overrides, nodes=("asr_node",), log=log) as graph,
+        ):
+            probe = GraphProbe(graph=graph)
+            heard: list[str] = []
+            finals: list[str] = []
+            probe.node.create_subscription(String, "asr/partial", lambda m: heard.append(m.data), TEXT_QOS)
+            probe.node.create_subscription(String, "asr/final", lambda m: finals.append(m.data), TEXT_QOS)
+            assert probe.state("asr_node") == "unconfigured"
+            assert probe.change_state("asr_node", "configure") and probe.state("asr_node") == "inactive"
+            assert heard == [] and finals == []
+            assert probe.change_state("asr_node", "activate")
+            probe.spin_until(lambda: len(finals) == 1, 120, "the first utterance's final")
+            first = list(heard)
+            assert first and first[-1].split() == finals[0].split()[: len(first[-1].split())]
+
+            assert probe.change_state("asr_node", "deactivate") and probe.state("asr_node") == "inactive"
+            quiet = len(heard)
+            probe.spin_until(lambda: probe.health.get("asr_node", (0, ""))[1].startswith("inactive"), 30, "the diagnostics")
+            assert len(heard) == quiet and len(finals) == 1  # inactive: it publishes nothing
+            assert probe.change_state("asr_node", "activate")
+            probe.spin_until(lambda: len(finals) == 2, 120, "the utterance again after activate")
+            assert heard[quiet] == first[0] and finals[1] == finals[0]  # from the beginning
+            assert probe.change_state("asr_node", "deactivate") and probe.change_state("asr_node", "cleanup")
+            assert probe.state("asr_node") == "unconfigured"
+            probe.close()
+    finally:
+        rclpy.try_shutdown()

@@ -26,9 +26,14 @@ def test_values_reach_the_engine_config():
     config, model = engine_config(
         {"verifier.kind": "topk", "decoder.kind": "jacobi", "sentence.min_chars": 5, "model.device": "cpu"}
     )
-    assert config.accept_k == 3 and config.decoder == "jacobi" and config.sentence.min_chars == 5 and model.device == "cpu"
+    assert (
+        config.verifier.rank_limit == 3
+        and config.decoder == "jacobi"
+        and config.sentence.min_chars == 5
+        and model.device == "cpu"
+    )
     minp, _ = engine_config({"verifier.kind": "minp", "verifier.min_p": 0.25})
-    assert minp.accept_k is None and abs(minp.accept_gap - 1.3863) < 1e-4  # -ln 0.25
+    assert minp.verifier.rank_limit is None and abs(minp.verifier.gap_limit - 1.3863) < 1e-4  # -ln 0.25
 
 
 def test_a_typo_in_the_yaml_is_named(tmp_path):

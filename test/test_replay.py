@@ -11,9 +11,10 @@ import pytest
 
 from predgen_ros.eval.asr_quality import asr_quality, reference_words, revisions, word_errors
 from predgen_ros.eval.bags import read_bag, split_by_question
-from predgen_ros.eval.bench import TurnRecord, format_table, summarize
 from predgen_ros.eval.evaluate import run_eval
+from predgen_ros.eval.records import TurnRecord, summarize
 from predgen_ros.eval.replay import EvalSettings, load_replay, question_records
+from predgen_ros.eval.report import format_table
 from predgen_ros.nodes.bringup import default_params_file
 
 SAMPLE = Path(str(files("predgen_ros") / "data" / "bags" / "sample"))

@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_kv_and_verify import assert_cache_matches
 
+from predgen_ros.engine.config import VerifierRule
 from predgen_ros.engine.copy_ban import CopyBan
 from predgen_ros.engine.decode import ar_step
 from predgen_ros.engine.lm import KVState
@@ -317,10 +318,6 @@ def test_history_is_used_on_the_next_turn(tiny_lm, make_session):
         ("policy", "fastest"),
         ("verifier", "fuzzy"),
         ("decoder", "beam"),
-        ("top_k", 0),
-        ("max_gap", 0.0),
-        ("max_gap", float("nan")),
-        ("exact_head", -1),
         ("history_tokens", -1),
         ("history_turns", -1),
         ("max_sentences", -1),
@@ -328,14 +325,34 @@ def test_history_is_used_on_the_next_turn(tiny_lm, make_session):
         ("copy_ban", -2),
         ("copy_ban_opening", -1),
         ("anticipate_tokens", 0),
-        ("margin", 0.0),
-        ("min_p", 0.0),
-        ("min_p", 1.5),
     ],
 )
 def test_bad_settings_are_named(field, value):
     with pytest.raises(ConfigError, match=field):
         EngineConfig(**{field: value})
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("k", 0), ("max_gap", 0.0), ("max_gap", float("nan")), ("exact_head", -1), ("margin", 0.0), ("min_p", 0.0), ("min_p", 1.5)],
+)
+def test_bad_verifier_settings_are_named(field, value):
+    with pytest.raises(ConfigError, match=f"verifier.{field}"):
+        VerifierRule(**{field: value})
+
+
+def test_a_verifier_rule_parses_describes_itself_and_knows_if_it_is_lossless():
+    base = VerifierRule(max_gap=2.0, exact_head=0)
+    topk = VerifierRule.parse("topk=5", base)
+    assert (topk.kind, topk.k, topk.max_gap, topk.rank_limit, topk.gap_limit) == ("topk", 5, 2.0, 5, 2.0)
+    assert not topk.lossless and topk.describe() == "topk K=5 max-gap=2 exact-head=0 copy-guard=True"
+    exact = VerifierRule.parse("exact", base)
+    assert exact.lossless and exact.rank_limit == 1 and exact.describe() == "exact"
+    assert VerifierRule.parse("margin=0.1").rank_limit is None and VerifierRule.parse("margin=0.1").gap_limit == 0.1
+    assert EngineConfig(verifier="minp=0.25").verifier == VerifierRule("minp", min_p=0.25)
+    for spec, needle in [("fuzzy", "unknown verifier"), ("exact=1", "takes no value"), ("topk=three", "not a valid k")]:
+        with pytest.raises(ConfigError, match=needle):
+            VerifierRule.parse(spec)
 
 
 def test_an_asr_revision_of_an_earlier_word_is_verified_not_assumed(tiny_lm, make_session):

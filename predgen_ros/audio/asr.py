@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from ..events import Heard
 from ..transcripts import same_words
-from .endpoint import EndpointConfig, Endpointer
+from .endpoint import ENDPOINT_SILENCE_S, EndpointConfig, Endpointer
 from .pcm import SAMPLE_RATE, AsrError
 
 BACKENDS = ("pocketsphinx", "vosk", "text")
@@ -26,7 +27,7 @@ SMART_TURN_WINDOW_S = 8.0  # the utterance audio kept for Smart Turn (it reads t
 
 @dataclass(frozen=True)
 class AsrEvent:
-    kind: str  # "partial" | "final"
+    kind: Heard  # PARTIAL or FINAL
     text: str
     t: float  # stream time of the chunk that produced it (s)
     t_speech_end: float | None = None  # finals: end of the last voiced audio
@@ -125,7 +126,7 @@ class StreamingAsr:
     def __init__(
         self,
         recognizer: Recognizer,
-        endpoint_silence: float = 0.5,
+        endpoint_silence: float = ENDPOINT_SILENCE_S,
         vad_mode: int = 2,
         redecode_final: bool = True,
         endpointer: Endpointer | None = None,
@@ -200,10 +201,10 @@ class StreamingAsr:
         text = self._with_prefix(self.recognizer.accept(pcm))
         if text and text != self._hypothesis:
             self._hypothesis = text
-            events.append(AsrEvent("partial", text, self._t))
+            events.append(AsrEvent(Heard.PARTIAL, text, self._t))
         if self.endpointer.ends(self._t - self._last_voiced, self._current_text_estimate()):
             events += self.flush()
-            if events and events[-1].kind == "final":
+            if events and events[-1].kind is Heard.FINAL:
                 self._early = (events[-1].text, self._last_voiced)
         return events
 
@@ -248,7 +249,7 @@ class StreamingAsr:
         text = text or self._hypothesis
         if not text:
             return []  # noise that never became words
-        return [AsrEvent("final", text, self._t, self._last_voiced)]
+        return [AsrEvent(Heard.FINAL, text, self._t, self._last_voiced)]
 
     def _close_recognizer(self) -> str:
         """The recognizer's final hypothesis of the utterance it still has open, if any."""

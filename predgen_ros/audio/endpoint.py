@@ -37,10 +37,15 @@ class EndpointError(ValueError):
     """An invalid endpoint setting; the message names it and the allowed values."""
 
 
+# The trailing silence that ends an utterance by default: the ASR node's, make-bag's
+# and the endpoint tools' (asr.endpoint_silence_s).
+ENDPOINT_SILENCE_S = 0.5
+
+
 @dataclass(frozen=True)
 class EndpointConfig:
     policy: str = "fixed"
-    silence_s: float = 0.35  # fixed: the trailing silence that ends an utterance; fused: one estimate says complete
+    silence_s: float = ENDPOINT_SILENCE_S  # fixed: the trailing silence that ends an utterance; fused: one estimate says complete
     pause_s: float = 0.15  # the other policies: a pause this long asks the estimates
     max_silence_s: float = 1.0  # the other policies: end after this much silence whatever the estimates say
     audio_threshold: float = 0.5  # Smart Turn's probability at or above which the turn is complete

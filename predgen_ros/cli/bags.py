@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from ..audio.endpoint import ENDPOINT_SILENCE_S
 from ..engine.config import POLICIES, ConfigError
 from .options import add_set_option, check_limit, comma_list, params_file_or_default, policy_list
 
@@ -24,7 +25,10 @@ def register(sub) -> None:
     )
     make_bag.add_argument("--vosk-model", default=None, help="use vosk with this model folder instead of pocketsphinx")
     make_bag.add_argument(
-        "--endpoint-silence", type=float, default=0.5, help="trailing silence that ends an utterance, s (default 0.5)"
+        "--endpoint-silence",
+        type=float,
+        default=ENDPOINT_SILENCE_S,
+        help=f"trailing silence that ends an utterance, s (default {ENDPOINT_SILENCE_S})",
     )
     make_bag.add_argument("--gap", type=float, default=3.0, help="silence before each question, s (default 3)")
     make_bag.add_argument(
@@ -134,11 +138,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     from ..audio.endpoint import EndpointError
     from ..eval.bags import BagError
-    from ..eval.bench import format_duration_table, format_table
     from ..eval.endpoints import format_endpoint_table
     from ..eval.evaluate import graph_runs, run_eval
     from ..eval.live_asr import endpoint_overrides
     from ..eval.replay import EvalSettings, load_replay
+    from ..eval.report import format_duration_table, format_table
 
     params_file = params_file_or_default(args.params)
     check_limit(args.limit)

@@ -141,7 +141,7 @@ def _bench_job(args: argparse.Namespace):
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from ..eval import bench
+    from ..eval import bench, report
 
     job = _bench_job(args)
     policies = args.policies if "baseline" in args.policies else ["baseline"] + args.policies
@@ -155,16 +155,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     )
     anticipate = ", anticipation" if config.anticipate else ""
     print(
-        f"\n{len(job.questions)} questions{turn}{conversation}, verifier={describe_verifier(config)}{anticipate}, "
+        f"\n{len(job.questions)} questions{turn}{conversation}, verifier={config.verifier.describe()}{anticipate}, "
         f"decoder={config.decoder}, copy ban={config.copy_ban or 'off'}{' +user' if config.copy_ban_user else ''}, opening ban={config.copy_ban_opening or 'off'}, endpoint delay={job.endpoint_delay}s, {job.lm.describe()}"
     )
-    print(bench.format_table(summary))
-    print(bench.format_duration_table(by_duration))
-    for policy, rows in ties.items() if config.verifier == "exact" else ():  # top-K differs by design
+    print(report.format_table(summary))
+    print(report.format_duration_table(by_duration))
+    for policy, rows in ties.items() if config.verifier.lossless else ():  # top-K differs by design
         _print_mismatches(policy, rows)
     if args.out:
         meta = job.meta(chars_per_minute=args.chars_per_minute)
-        bench.write_outputs(args.out, records, summary, meta, ties, extra={"_by_duration": by_duration})
+        report.write_outputs(args.out, records, summary, meta, ties, extra={"_by_duration": by_duration})
         print(f"wrote {args.out}/summary.json, turns.csv, latency.png")
     return 0
 
@@ -180,7 +180,7 @@ def _print_mismatches(label: str, rows: list[dict]) -> None:
 
 
 def cmd_frontier(args: argparse.Namespace) -> int:
-    from ..eval import bench
+    from ..eval import report
     from ..eval.frontier import format_frontier, frontier_variants, run_label, write_frontier
 
     job = _bench_job(args)
@@ -198,7 +198,7 @@ def cmd_frontier(args: argparse.Namespace) -> int:
             runs_variants = {name: replace(config, **budget) for name, config in variants.items()}
             records, summary, by_duration, ties = job.run(runs_variants, rate, desc=label)
             meta = job.meta(chars_per_minute=rate, settings=args.settings, **budget)
-            bench.write_outputs(args.out / label, records, summary, meta, ties, extra={"_by_duration": by_duration})
+            report.write_outputs(args.out / label, records, summary, meta, ties, extra={"_by_duration": by_duration})
             runs.append(
                 {
                     "run": label,
@@ -208,25 +208,16 @@ def cmd_frontier(args: argparse.Namespace) -> int:
                     "by_duration": by_duration,
                 }
             )
-            print(f"\n{label}:\n{bench.format_table(summary)}\n{bench.format_duration_table(by_duration)}")
+            print(f"\n{label}:\n{report.format_table(summary)}\n{report.format_duration_table(by_duration)}")
             for name, config in variants.items():
-                if name != "baseline" and config.verifier == "exact":  # lossless: any difference is a bug or a near tie
+                if name != "baseline" and config.verifier.lossless:  # lossless: any difference is a bug or a near tie
                     _print_mismatches(name, ties[name])
     write_frontier(args.out, runs, job.meta(settings=args.settings, rates=args.rates, history=args.history))
-    guards = f"max-gap={job.config.max_gap:g} (topk) exact-head={job.config.exact_head} copy-guard={job.config.copy_guard}"
+    rule = job.config.verifier
+    guards = f"max-gap={rule.max_gap:g} (topk) exact-head={rule.exact_head} copy-guard={rule.copy_guard}"
     print(f"\n{len(job.questions)} questions; guards of the lossy verifiers: {guards}\n{format_frontier(runs)}")
     print(f"wrote {args.out}/frontier.md, frontier.json, frontier.png and one folder per run")
     return 0
-
-
-def describe_verifier(config) -> str:
-    rule = {
-        "exact": "exact",
-        "topk": f"topk K={config.top_k} max-gap={config.max_gap:g}",
-        "margin": f"margin {config.margin:g} nats",
-        "minp": f"minp p={config.min_p:g}",
-    }[config.verifier]
-    return rule if config.verifier == "exact" else f"{rule} exact-head={config.exact_head} copy-guard={config.copy_guard}"
 
 
 def cmd_passes(args: argparse.Namespace) -> int:

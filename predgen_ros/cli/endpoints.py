@@ -7,9 +7,11 @@ import json
 from pathlib import Path
 
 from ..audio.asr import VADS
-from ..audio.endpoint import DEFAULT_ENDPOINT_POLICIES
+from ..audio.endpoint import DEFAULT_ENDPOINT_POLICIES, EndpointConfig
 from ..engine.config import ConfigError
 from .options import check_limit, comma_list
+
+DEFAULTS = EndpointConfig()
 
 
 def register(sub) -> None:
@@ -24,16 +26,35 @@ def register(sub) -> None:
         help="comma-separated fixed_<seconds>, smart_turn, llm, fused (default fixed_0.35,fixed_0.8,smart_turn,llm,fused)",
     )
     ends.add_argument("--vad", choices=VADS, default="silero", help="voice activity detector (default silero)")
-    ends.add_argument("--pause", type=float, default=0.15, help="the short pause that asks the estimates, s (default 0.15)")
     ends.add_argument(
-        "--silence", type=float, default=0.35, help="fused: the pause when one estimate says complete, s (default 0.35)"
-    )
-    ends.add_argument("--max-silence", type=float, default=1.0, help="the longest wait, s (default 1.0)")
-    ends.add_argument(
-        "--audio-threshold", type=float, default=0.5, help="Smart Turn probability that means complete (default 0.5)"
+        "--pause",
+        type=float,
+        default=DEFAULTS.pause_s,
+        help=f"the short pause that asks the estimates, s (default {DEFAULTS.pause_s})",
     )
     ends.add_argument(
-        "--text-threshold", type=float, default=0.001, help="LLM end-of-message probability that means complete (default 0.001)"
+        "--silence",
+        type=float,
+        default=DEFAULTS.silence_s,
+        help=f"fixed: the silence that ends an utterance; fused: the pause when one estimate says complete, s (default {DEFAULTS.silence_s})",
+    )
+    ends.add_argument(
+        "--max-silence",
+        type=float,
+        default=DEFAULTS.max_silence_s,
+        help=f"the longest wait, s (default {DEFAULTS.max_silence_s})",
+    )
+    ends.add_argument(
+        "--audio-threshold",
+        type=float,
+        default=DEFAULTS.audio_threshold,
+        help=f"Smart Turn probability that means complete (default {DEFAULTS.audio_threshold})",
+    )
+    ends.add_argument(
+        "--text-threshold",
+        type=float,
+        default=DEFAULTS.text_threshold,
+        help=f"LLM end-of-message probability that means complete (default {DEFAULTS.text_threshold})",
     )
     ends.add_argument("--limit", type=int, default=None, help="only the first N questions of the bag")
     ends.add_argument(

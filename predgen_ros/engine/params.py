@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import BACKENDS, SYSTEM_PROMPT, WEIGHTS, ConfigError, EngineConfig
+from .config import BACKENDS, SYSTEM_PROMPT, WEIGHTS, ConfigError, EngineConfig, VerifierRule
 from .sentences import SentenceRules
 
 ENGINE_PARAMS: dict[str, tuple[Any, str]] = {
@@ -128,13 +128,15 @@ def engine_config(params: dict[str, Any]) -> tuple[EngineConfig, ModelParams]:
     p = {name: params.get(name, default) for name, (default, _) in ENGINE_PARAMS.items()}
     config = EngineConfig(
         policy=p["policy"],
-        verifier=p["verifier.kind"],
-        top_k=int(p["verifier.k"]),
-        max_gap=float(p["verifier.max_gap"]),
-        margin=float(p["verifier.margin"]),
-        min_p=float(p["verifier.min_p"]),
-        exact_head=int(p["verifier.exact_head"]),
-        copy_guard=bool(p["verifier.copy_guard"]),
+        verifier=VerifierRule(
+            p["verifier.kind"],
+            int(p["verifier.k"]),
+            float(p["verifier.max_gap"]),
+            float(p["verifier.margin"]),
+            float(p["verifier.min_p"]),
+            int(p["verifier.exact_head"]),
+            bool(p["verifier.copy_guard"]),
+        ),
         decoder=p["decoder.kind"],
         jacobi_block=int(p["decoder.jacobi_block"]),
         copy_ban=int(p["decoder.copy_ban"]),

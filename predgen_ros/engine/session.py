@@ -3,12 +3,14 @@
 A driver (the benchmark's virtual clock, or the ROS node's worker thread)
 feeds `partial`, `final` and `end_of_turn` events and calls `step()` while
 `has_work()`.  Each step runs at most ONE forward pass, so a newer transcript
-interrupts work within one pass.  Steps return emissions:
+interrupts work within one pass.  Steps return emissions, (Emission, text) pairs
+(events.py):
 
-  ("candidate", s)  speculative first sentence (pre-synthesize, do not play)
-  ("commit", s)     the first sentence, final: speak it now
-  ("sentence", s)   each following sentence of the reply
-  ("done", reply)   the whole reply
+  CANDIDATE, s       speculative first sentence (pre-synthesize, do not play)
+  COMMIT, s          the first sentence, final: speak it now
+  SENTENCE, s        each following sentence of the reply
+  DONE, reply        the whole reply
+  END_PROBABILITY, p the latest partial, once its end-of-turn probability is known
 
 The three policies differ only in what a new transcript does:
   baseline    ignores transcripts until the end of turn, then generates;
@@ -55,6 +57,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
+from ..events import Emission
 from ..transcripts import words
 from .anticipate import Guess, ends_sentence, on_track
 from .config import DECODERS, POLICIES, VERIFIERS, ConfigError, EngineConfig  # noqa: F401 (a session is made from these)
@@ -300,7 +303,7 @@ class Session:
         self._unscored: str | None = None  # the latest partial, until its end probability is emitted
         self._history_replies = [self.lm.encode_reply(reply) for _, reply in self.history]  # token ids, as in the prompt
         self._history_ngrams = reply_ngrams(
-            self._history_replies if self.config.copy_guard else []
+            self._history_replies if self.config.verifier.copy_guard else []
         )  # what a runner-up token may not copy
         self._rule: CopyBan | None = None  # the decoding rule for the target prompt (set with it)
 
@@ -408,9 +411,7 @@ class Session:
                 self.state,
                 self._prompt,
                 candidate,
-                self.config.accept_k,
-                self.config.accept_gap,
-                self.config.exact_head,
+                self.config.verifier,
                 self._history_ngrams,
             )
             self._draft = candidate[kept + 1 :]  # the rejected tail seeds the next Jacobi block
@@ -522,10 +523,10 @@ class Session:
             if self.turn.t_end_of_turn is None:
                 if split[0] != self._candidate:
                     self._candidate = split[0]
-                    out.append(("candidate", split[0]))
+                    out.append((Emission.CANDIDATE, split[0]))
                 return out
             self._commit_first_sentence(*split)
-            out.append(("commit", split[0]))
+            out.append((Emission.COMMIT, split[0]))
         return out + self._continue_reply()
 
     def _end_probability_emission(self) -> list[tuple[str, str]]:
@@ -535,7 +536,7 @@ class Session:
             return []
         heard, self._unscored = self._unscored, None
         self.turn.end_probabilities.append((heard, self._end_scores[words(heard)]))
-        return [("end_probability", heard)]
+        return [(Emission.END_PROBABILITY, heard)]
 
     def _commit_first_sentence(self, sentence: str, end: int) -> None:
         self.phase = Phase.SPEAKING
@@ -555,7 +556,7 @@ class Session:
         while split := split_first_sentence(text[self._spoken :], self.config.sentence, finished=self._reply_complete):
             if not split[0]:
                 break
-            out.append(("sentence", split[0]))
+            out.append((Emission.SENTENCE, split[0]))
             self._spoken = len(text) - len(split[1])
             self._sentences += 1
             if self._sentences == self.config.max_sentences:
@@ -568,4 +569,4 @@ class Session:
         self.turn.reply = reply
         self.phase = Phase.DONE
         self._remember(self.turn.user_text, reply)
-        return [("done", reply)]
+        return [(Emission.DONE, reply)]

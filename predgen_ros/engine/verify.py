@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from .config import VerifierRule
 from .lm import KVState
 
 COPY_NGRAM = 4  # tokens: a run this long that also occurs in an earlier reply copies it
@@ -75,12 +76,10 @@ def verify_candidate(
     state: KVState,
     prompt: list[int],
     candidate: list[int],
-    top_k: int | None,
-    max_gap: float = math.inf,
-    exact_head: int = 0,
+    rule: VerifierRule,
     history: frozenset[tuple[int, ...]] = frozenset(),
 ) -> int:
-    """Re-condition `candidate` on `prompt` in one pass; keep the accepted prefix.
+    """Re-condition `candidate` on `prompt` in one pass; keep the prefix `rule` accepts.
 
     Afterwards the cache holds exactly prompt + candidate[:k] and
     `state.next_logits` predicts the token after them.  Returns k.
@@ -89,7 +88,8 @@ def verify_candidate(
     suffix = prompt[keep:]
     logits = state.append(suffix + candidate)
     first = len(suffix) - 1  # row predicting candidate[0]
-    k = accepted_length(logits[first : first + len(candidate)], candidate, top_k, max_gap, exact_head, history)
+    rows = logits[first : first + len(candidate)]
+    k = accepted_length(rows, candidate, rule.rank_limit, rule.gap_limit, rule.exact_head, history)
     if k < len(candidate):
         state.crop(len(prompt) + k)
         state.next_logits = logits[first + k]

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..events import Emission, Heard
 from .session import Session, TurnStats
 
 log = logging.getLogger(__name__)
@@ -21,9 +22,12 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Event:
-    kind: str  # "partial" | "final" | "speech_end" | "reset"
+    kind: Heard  # PARTIAL, FINAL, SPEECH_END or RESET
     text: str = ""  # speech_end: the utterance number ("" when the ASR gives none)
     t: float = 0.0  # speech_end: the end of the user's voiced audio
+
+    def __post_init__(self):
+        object.__setattr__(self, "kind", Heard(self.kind))  # a word of the vocabulary, or ValueError
 
 
 class Mailbox:
@@ -42,7 +46,7 @@ class Mailbox:
 
     def post(self, event: Event) -> None:
         with self._ready:
-            if event.kind == "partial" and self._events and self._events[-1].kind == "partial":
+            if event.kind is Heard.PARTIAL and self._events and self._events[-1].kind is Heard.PARTIAL:
                 self._events[-1] = event
                 self.replaced += 1
             else:
@@ -53,7 +57,7 @@ class Mailbox:
 
     def _drop_oldest_partial(self) -> None:
         """The newest event is never dropped: it may be the only word of a new utterance."""
-        oldest = next((i for i, e in enumerate(self._events[:-1]) if e.kind == "partial"), None)
+        oldest = next((i for i, e in enumerate(self._events[:-1]) if e.kind is Heard.PARTIAL), None)
         if oldest is not None:
             del self._events[oldest]
             self.dropped += 1
@@ -89,9 +93,8 @@ def _ends_speech_of(stamp: float, t_final: float) -> bool:
     return 0.0 <= t_final - stamp <= SPEECH_END_MAX_LAG_S
 
 
-# emission kinds: the Session's ("candidate", "commit", "sentence", "done"),
-# plus "interrupted" when a turn with a spoken reply ends before it is done.
-Emit = Callable[[str, str, TurnStats], None]
+# The Session's emissions, plus INTERRUPTED when a turn with a spoken reply ends before it is done.
+Emit = Callable[[Emission, str, TurnStats], None]
 
 
 class EngineWorker:
@@ -144,19 +147,19 @@ class EngineWorker:
 
     def _deliver(self, event: Event) -> None:
         before = self.session.turn
-        if event.kind == "partial":
+        if event.kind is Heard.PARTIAL:
             self.session.partial(event.text, event.t)
             if self.session.turn.t_final is None:
                 self._end_of_turn_at = None  # the user went on after an early final
-        elif event.kind == "final":
+        elif event.kind is Heard.FINAL:
             self._deliver_final(event)
-        elif event.kind == "speech_end":
+        elif event.kind is Heard.SPEECH_END:
             self._deliver_speech_end(event.text or None, event.t)
-        elif event.kind == "reset":
+        elif event.kind is Heard.RESET:
             self.session.reset()
             self._end_of_turn_at = None
         if self.session.turn is not before and before.t_commit is not None and not before.reply:
-            self.emit("interrupted", "", before)
+            self.emit(Emission.INTERRUPTED, "", before)
 
     def _deliver_final(self, event: Event) -> None:
         # the pending end of speech belongs to this final, whether it starts a turn or
@@ -195,6 +198,6 @@ class EngineWorker:
                 self.session.config.policy,
             )
             if turn.t_commit is not None and not turn.reply:
-                self.emit("interrupted", "", turn)
+                self.emit(Emission.INTERRUPTED, "", turn)
             self.session.abandon_turn()
             self._end_of_turn_at = None

@@ -30,31 +30,25 @@ class BenchJob:
         and each variant's differences from baseline with their logit gaps."""
         from tqdm import tqdm
 
-        from . import bench
+        from . import bench, records
         from .conversation import score_answers
 
         settings = bench.BenchSettings(variants, chars_per_minute / 60.0, self.endpoint_delay, self.conversation)
         labels = list(variants)
         with tqdm(total=len(self.questions) * len(labels), desc=desc, unit="turn") as bar:
-            records = bench.run_bench(self.lm, self.tts, self.questions, settings, progress=lambda q, p: bar.update())
+            rows = bench.run_bench(self.lm, self.tts, self.questions, settings, progress=lambda q, p: bar.update())
         with tqdm(total=len(self.questions), desc="relevance", unit="question") as bar:
-            score_answers(records, {q.qid: q.text for q in self.questions}, self.lm, progress=bar.update)
-        summary = bench.summarize(records, labels)
-        by_duration = bench.summarize_by_duration(records, labels)
-        ties = {label: bench.near_tie_report(records, self.lm, label) for label in labels if label != "baseline"}
-        return records, summary, by_duration, ties
+            score_answers(rows, {q.qid: q.text for q in self.questions}, self.lm, progress=bar.update)
+        summary = records.summarize(rows, labels)
+        by_duration = records.summarize_by_duration(rows, labels)
+        ties = {label: bench.near_tie_report(rows, self.lm, label) for label in labels if label != "baseline"}
+        return rows, summary, by_duration, ties
 
     def meta(self, **extra) -> dict:
         config = self.config
         return {
             "questions": len(self.questions),
-            "verifier": config.verifier,
-            "k": config.top_k,
-            "max_gap": config.max_gap,
-            "margin": config.margin,
-            "min_p": config.min_p,
-            "exact_head": config.exact_head,
-            "copy_guard": config.copy_guard,
+            **config.verifier.meta(),
             "anticipate": config.anticipate,
             "anticipate_tokens": config.anticipate_tokens,
             "decoder": config.decoder,

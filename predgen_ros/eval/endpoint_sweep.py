@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from ..audio.asr import StreamingAsr, make_recognizer, make_vad
 from ..audio.endpoint import EndpointConfig, Endpointer
 from .bags import QuestionMarker
-from .bench import percentile
 from .endpoints import PolicyRun, hear
 from .live_asr import CLOSING_TOLERANCE_S  # a pause this close to the question's end is its last one
+from .records import percentile
 
 
 @dataclass
@@ -189,7 +189,7 @@ FRONTIER_LIMITS_S = (0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.8)
 
 
 def format_sweep(scored: list[dict], best: list[dict]) -> str:
-    from .bench import fmt
+    from .report import fmt
 
     def row(r: dict, limit: str = "") -> str:
         return (

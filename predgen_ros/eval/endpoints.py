@@ -21,6 +21,7 @@ from pathlib import Path
 from ..audio.asr import AsrEvent, StreamingAsr, make_recognizer, make_vad
 from ..audio.endpoint import EndpointConfig, Endpointer
 from ..audio.pcm import SAMPLE_RATE
+from ..events import Heard
 from ..transcripts import words
 from .bags import BagError, QuestionMarker, first_questions, question_markers, read_bag
 
@@ -107,12 +108,12 @@ def hear(name: str, asr: StreamingAsr, audio: list[tuple[float, bytes]], text_es
     run = PolicyRun(name)
     for _, pcm in audio:
         for event in asr.feed(pcm):
-            (run.partials if event.kind == "partial" else run.finals).append(event)
-            if event.kind == "partial" and text_estimate:
+            (run.partials if event.kind is Heard.PARTIAL else run.finals).append(event)
+            if event.kind is Heard.PARTIAL and text_estimate:
                 asr.text_estimate(event.text, text_estimate(event.text))
         if progress:
             progress()
-    run.finals += [event for event in asr.flush() if event.kind == "final"]
+    run.finals += [event for event in asr.flush() if event.kind is Heard.FINAL]
     return run
 
 
@@ -180,7 +181,7 @@ TEXT_THRESHOLDS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
 
 
 def summarize(name: str, config: EndpointConfig, results: list[QuestionOutcome]) -> dict:
-    from .bench import percentile
+    from .records import percentile
 
     delays = [r.endpoint_delay_s for r in results if r.endpoint_delay_s is not None]
     cut = [r.qid for r in results if r.false_endpoints]
@@ -207,7 +208,7 @@ def write_summary(out: Path, summary: dict) -> str:
 
 
 def format_table(summary: dict) -> str:
-    from .bench import fmt
+    from .report import fmt
 
     lines = ["| policy | endpoint delay p50 | p90 | false endpoints | cut off |", "|---|---:|---:|---:|---|"]
     for name, s in summary["endpoint_policies"].items():
@@ -225,7 +226,7 @@ def format_table(summary: dict) -> str:
 
 
 def format_endpoint_table(policies: dict) -> str:
-    from .bench import fmt
+    from .report import fmt
 
     lines = [
         "| endpoint policy | audio latency p50 | p90 | false endpoints | baseline p50 | speedup | cut off |",

@@ -14,11 +14,12 @@ from dataclasses import asdict
 
 from ..engine.params import ENGINE_PARAMS
 from .asr_quality import asr_quality
-from .bench import TurnRecord, format_duration_table, format_table, mark_matches, summarize, summarize_by_duration, write_outputs
 from .conversation import score_answers
 from .endpoints import format_endpoint_table
 from .live_asr import endpoint_summary, live_asr_runs, load_audio_replay
+from .records import TurnRecord, mark_matches, summarize, summarize_by_duration
 from .replay import EvalSettings, GraphRun, load_replay, run_graph
+from .report import format_duration_table, format_table, write_outputs
 
 
 def graph_runs(settings: EvalSettings) -> list[GraphRun]:

@@ -16,35 +16,24 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
-from ..engine.config import VERIFIERS, ConfigError, EngineConfig
-from .bench import fmt
+from ..engine.config import ConfigError, EngineConfig, VerifierRule
+from .report import fmt
 
-# The verifier parameter each kind's `=VALUE` sets, and how to read it.
-_VALUE_FIELD = {"topk": ("top_k", int), "margin": ("margin", float), "minp": ("min_p", float)}
 ANTICIPATE = "+anticipate"
 
 
 def parse_setting(spec: str, base: EngineConfig) -> EngineConfig:
     """The predgen configuration a setting names; a bad one raises ConfigError naming it."""
     verifier, _, anticipation = spec.strip().partition(ANTICIPATE)
-    kind, _, value = verifier.partition("=")
-    if kind not in VERIFIERS:
-        raise ConfigError(
-            f"setting {spec!r}: unknown verifier {kind!r}, write KIND[=VALUE][+anticipate[=TOKENS]] with KIND one of {', '.join(VERIFIERS)}"
-        )
-    changes = {"policy": "predgen", "verifier": kind, "anticipate": ANTICIPATE in spec}
+    try:
+        rule = VerifierRule.parse(verifier, base.verifier)
+    except ConfigError as err:
+        raise ConfigError(f"setting {spec!r}: {err}; write KIND[=VALUE][+anticipate[=TOKENS]]") from None
+    changes = {"policy": "predgen", "verifier": rule, "anticipate": ANTICIPATE in spec}
     if anticipation:
         if not anticipation.startswith("=") or not anticipation[1:].isdigit():
             raise ConfigError(f"setting {spec!r}: write +anticipate or +anticipate=TOKENS")
         changes["anticipate_tokens"] = int(anticipation[1:])
-    if value:
-        if kind not in _VALUE_FIELD:
-            raise ConfigError(f"setting {spec!r}: the exact verifier takes no value")
-        name, cast = _VALUE_FIELD[kind]
-        try:
-            changes[name] = cast(value)
-        except ValueError:
-            raise ConfigError(f"setting {spec!r}: {value!r} is not a valid {name}") from None
     return replace(base, **changes)
 
 

@@ -17,6 +17,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..nodes.asr_node import AsrState
 from ..nodes.bringup import Graph, GraphError
 from ..nodes.probe import GraphProbe
 
@@ -75,7 +76,7 @@ class ReportListener(GraphProbe):
             if progress and len(self.reports) > seen:
                 progress(len(self.reports) - seen)
                 seen = len(self.reports)
-            return self.value("asr_node", "state") == "input finished"
+            return self.value("asr_node", "state") == AsrState.INPUT_FINISHED.value
 
         self.spin_until(finished, timeout, "asr_node to finish its questions")
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from ..nodes.bringup import Graph
 from .bags import GRAPH_TOPICS, USER_TOPICS, BagError, BagMessage, QuestionMarker, read_bag
-from .bench import TurnRecord, percentile
 from .endpoints import endpoint_config
+from .records import TurnRecord, percentile
 from .replay import EvalSettings, GraphRun, Player
 
 # A final whose speech ended this close to the question's end closes the question

@@ -23,9 +23,11 @@ from pathlib import Path
 import numpy as np
 
 from ..audio.asr import StreamingAsr, make_recognizer
+from ..audio.endpoint import ENDPOINT_SILENCE_S
 from ..audio.pcm import SAMPLE_RATE, chunks, to_pcm16k
 from ..audio.text_asr import Question
 from ..audio.tts import PiperSynthesizer
+from ..events import Heard
 from .bags import USER_TOPICS, BagMessage, write_bag
 
 VOICED = 300  # int16 amplitude above which a sample counts as speech
@@ -38,7 +40,7 @@ HESITATION_AT = (0.25, 0.75)  # where in the question it goes (share of its leng
 class BagSettings:
     backend: str = "pocketsphinx"
     vosk_model: str = ""
-    endpoint_silence_s: float = 0.5
+    endpoint_silence_s: float = ENDPOINT_SILENCE_S
     gap_s: float = 3.0  # silence before each question (and after the last)
     chunk_s: float = 0.1
     redecode_final: bool = True  # False: the final is the last partial, sent at the endpoint
@@ -153,7 +155,7 @@ def bag_messages(questions: list[Question], settings: BagSettings, progress=None
 
     def heard(event, t: float) -> None:
         nonlocal finals
-        if event.kind == "partial":
+        if event.kind is Heard.PARTIAL:
             add("asr/partial", t, String(data=event.text))
             return
         finals += 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..audio.text_asr import Question, QuestionError, load_questions, text_partials
+from ..events import Heard
 
 __all__ = ["Question", "QuestionError", "TimedEvent", "load_questions", "speak"]
 
@@ -12,7 +13,7 @@ __all__ = ["Question", "QuestionError", "TimedEvent", "load_questions", "speak"]
 @dataclass(frozen=True)
 class TimedEvent:
     t: float
-    kind: str  # "partial" | "final" | "end_of_turn"
+    kind: Heard  # PARTIAL, FINAL or END_OF_TURN
     text: str = ""
 
 
@@ -23,7 +24,7 @@ def speak(text: str, chars_per_second: float = 10.0, endpoint_delay: float = 0.0
     last character); the end of turn `endpoint_delay` seconds later.
     """
     partials, t_end = text_partials(text, chars_per_second)
-    events = [TimedEvent(t, "partial", said) for t, said in partials]
-    events.append(TimedEvent(t_end, "final", text))
-    events.append(TimedEvent(t_end + endpoint_delay, "end_of_turn"))
+    events = [TimedEvent(t, Heard.PARTIAL, said) for t, said in partials]
+    events.append(TimedEvent(t_end, Heard.FINAL, text))
+    events.append(TimedEvent(t_end + endpoint_delay, Heard.END_OF_TURN))
     return events, t_end

@@ -34,7 +34,7 @@ from .bags import (
     split_by_question,
     write_bag,
 )
-from .bench import TurnRecord
+from .records import TurnRecord
 
 REPLAYED = ("asr/partial", "asr/final", "asr/speech_end")
 

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..nodes.asr_node import AsrState
 from ..nodes.bringup import NODES, Graph, GraphError
 from ..nodes.probe import GraphProbe
 
@@ -183,7 +184,7 @@ def soak(graph: Graph, monitor: Monitor, settings: StressSettings, result: Stres
                 result.stuck = max(1, result.sent - result.answered)
                 break
             graph.launch(exited[0])
-        finished = monitor.value("asr_node", "state") == "input finished"
+        finished = monitor.value("asr_node", "state") == AsrState.INPUT_FINISHED.value
         if finished and result.answered >= result.sent:
             break
         if time.time() - last_change > settings.turn_timeout_s + 5 or time.time() > give_up:  # nothing moves any more

@@ -10,6 +10,11 @@ so latency can be measured from the moment the user stopped talking.
 When the utterance ends is the endpoint policy's call (audio/endpoint.py): a
 fixed silence, or a short pause when Smart Turn (the audio) or the LLM (the
 words, from predgen_node's `turn/end_probability`) says the turn is complete.
+
+A lifecycle node like the other two: configure opens the recognizer and the
+audio source (a bad parameter stays unconfigured with its reason), activate
+starts hearing (a WAV file or a text list from its beginning), deactivate stops
+publishing, cleanup frees the recognizer and closes the microphone.
 """
 
 from __future__ import annotations
@@ -17,17 +22,18 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from enum import Enum
 
 import numpy as np
 from diagnostic_msgs.msg import KeyValue
-from rclpy.node import Node
 from std_msgs.msg import Bool, Header, Int16MultiArray, String
 
 from ..audio.asr import BACKENDS, VADS, StreamingAsr, make_recognizer, make_vad
-from ..audio.endpoint import POLICIES, EndpointConfig, Endpointer, EndpointError
+from ..audio.endpoint import ENDPOINT_SILENCE_S, POLICIES, EndpointConfig, Endpointer, EndpointError
 from ..audio.pcm import SAMPLE_RATE, AsrError, chunks, microphone_chunks, read_wav
 from ..audio.text_asr import QuestionError, load_questions, text_partials
-from .common import ERROR, OK, TEXT_QOS, WARN, Diagnostics, StartupError, declare_parameters, run_node, stamp
+from ..events import Heard
+from .common import ERROR, OK, TEXT_QOS, WARN, ManagedNode, StartupError, run_node, stamp
 from .messages import audio_rate, speech_end
 
 ASR_PARAMS = {
@@ -36,7 +42,7 @@ ASR_PARAMS = {
     "asr.device": ("", "capture device name or index for 'microphone'; empty = system default"),
     "asr.chunk_ms": (100, "audio chunk fed to the recognizer (ms)"),
     "asr.endpoint_silence_s": (
-        0.5,
+        ENDPOINT_SILENCE_S,
         "policy fixed: trailing silence that ends an utterance; fused: the pause when one estimate says complete (s)",
     ),
     "asr.endpoint.policy": (
@@ -64,28 +70,76 @@ ASR_PARAMS = {
 }
 
 
-class AsrNode(Node):
+class AsrState(Enum):
+    """What asr_node's source is doing; the value is what /diagnostics reports."""
+
+    IDLE = "idle"  # not active
+    STARTING = "starting"
+    WAITING_FOR_PREDGEN = "waiting for predgen_node"
+    WAITING_FOR_TTS = "waiting for tts_node"
+    LISTENING = "listening"
+    MUTED = "muted"  # the robot speaks: its voice is not the user's
+    PAUSE = "pause"  # text backend: the silence before an utterance
+    SPEAKING = "speaking"  # text backend: an utterance being said
+    WAITING_FOR_REPLY = "waiting for the reply"
+    INPUT_FINISHED = "input finished"
+    ERROR = "error"
+
+    @property
+    def level(self) -> int:
+        waiting = self in (AsrState.WAITING_FOR_PREDGEN, AsrState.WAITING_FOR_TTS)
+        return ERROR if self is AsrState.ERROR else WARN if waiting else OK
+
+
+class AsrNode(ManagedNode):
     def __init__(self):
-        super().__init__("asr_node")
-        self.p = declare_parameters(self, ASR_PARAMS)
+        super().__init__("asr_node", ASR_PARAMS)
         self.partial_pub = self.create_publisher(String, "asr/partial", TEXT_QOS)
         self.final_pub = self.create_publisher(String, "asr/final", TEXT_QOS)
         self.speech_end_pub = self.create_publisher(Header, "asr/speech_end", TEXT_QOS)
-        self.create_subscription(Bool, "robot_speaking", self._on_robot_speaking, TEXT_QOS)
         self.asr: StreamingAsr | None = None
-        self.create_subscription(KeyValue, "turn/end_probability", self._on_end_probability, TEXT_QOS)
         self.robot_speaking = False
         self.replies = 0  # robot_speaking true -> false transitions seen
         self.utterances = 0
         self.partials = 0
-        self.state = "starting"
+        self.state = AsrState.IDLE
         self.error = ""
         self._last_partial = ""
         self._stopping = threading.Event()
-        source = self._open_source()
-        self.thread = threading.Thread(target=self._guarded, args=(source,), name="asr-source", daemon=True)
+        self._source = None  # configured: runs the source until it ends or the node deactivates
+        self._close_source = None  # what closes the microphone
+        self._arrived: queue.Queue[bytes] | None = None  # asr.input topic: the chunks of audio/user
+        self._listening = []
+        self.thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------- lifecycle
+    def configure(self) -> None:
+        self._source = self._open_source()
+
+    def activate(self) -> None:
+        self._stopping.clear()
+        self.state, self.error = AsrState.STARTING, ""
+        self._listening = [
+            self.create_subscription(Bool, "robot_speaking", self._on_robot_speaking, TEXT_QOS),
+            self.create_subscription(KeyValue, "turn/end_probability", self._on_end_probability, TEXT_QOS),
+        ]
+        if self._arrived is not None:
+            self._listening.append(self.create_subscription(Int16MultiArray, "audio/user", self._on_audio, TEXT_QOS))
+        self.thread = threading.Thread(target=self._guarded, args=(self._source,), name="asr-source", daemon=True)
         self.thread.start()
-        Diagnostics(self, self._health)
+
+    def deactivate(self) -> None:
+        self._stopping.set()
+        self.thread.join(2.0)
+        for subscription in self._listening:
+            self.destroy_subscription(subscription)
+        self._listening = []
+        self.state = AsrState.IDLE
+
+    def cleanup(self) -> None:
+        if self._close_source:
+            self._close_source()
+        self._source = self._close_source = self._arrived = self.asr = None
 
     # ---------------------------------------------------------------- set-up
     def _open_source(self):
@@ -114,17 +168,17 @@ class AsrNode(Node):
             raise StartupError(str(err)) from None
         chunk_s = self.p["asr.chunk_ms"] / 1000.0
         try:
-            if self.p["asr.input"] == "microphone":
-                audio, paced = microphone_chunks(chunk_s, self.p["asr.device"]), True
-            elif self.p["asr.input"] == "topic":
-                arrived: queue.Queue[bytes] = queue.Queue()
-                self.create_subscription(Int16MultiArray, "audio/user", lambda msg: self._on_audio(msg, arrived), TEXT_QOS)
-                audio, paced = self._queued(arrived), True
-            else:
-                audio, paced = chunks(read_wav(self.p["asr.input"]), chunk_s), False
+            if self.p["asr.input"] == "microphone":  # opened here: a missing device is reported now
+                stream = microphone_chunks(chunk_s, self.p["asr.device"])
+                self._close_source = stream.close
+                return lambda: self._listen(asr, stream, chunk_s, paced=True)
+            if self.p["asr.input"] == "topic":
+                self._arrived = arrived = queue.Queue()
+                return lambda: self._listen(asr, self._queued(arrived), chunk_s, paced=True)
+            pcm = read_wav(self.p["asr.input"])
         except AsrError as err:
             raise StartupError(f"asr.input: {err}") from None
-        return lambda: self._listen(asr, audio, chunk_s, paced)
+        return lambda: self._listen(asr, chunks(pcm, chunk_s), chunk_s, paced=False)
 
     def _queued(self, arrived: queue.Queue):
         """The chunks that arrived on `audio/user`, in order, as they come."""
@@ -134,7 +188,7 @@ class AsrNode(Node):
             except queue.Empty:
                 continue
 
-    def _on_audio(self, msg: Int16MultiArray, arrived: queue.Queue) -> None:
+    def _on_audio(self, msg: Int16MultiArray) -> None:
         rate = audio_rate(msg)
         if rate not in (None, SAMPLE_RATE):  # unlabelled chunks are taken as 16 kHz
             label = msg.layout.dim[0].label
@@ -143,7 +197,7 @@ class AsrNode(Node):
                 throttle_duration_sec=5.0,
             )
             return
-        arrived.put(np.asarray(msg.data, dtype=np.int16).tobytes())
+        self._arrived.put(np.asarray(msg.data, dtype=np.int16).tobytes())
 
     def _endpointer(self, asr: StreamingAsr) -> Endpointer:
         config = EndpointConfig(
@@ -200,10 +254,10 @@ class AsrNode(Node):
         try:
             source()
         except AsrError as err:
-            self.state, self.error = "error", str(err)
+            self.state, self.error = AsrState.ERROR, str(err)
             self.get_logger().error(str(err))
         except Exception as err:  # keep the node (and its diagnostics) alive
-            self.state, self.error = "error", f"{type(err).__name__}: {err}"
+            self.state, self.error = AsrState.ERROR, f"{type(err).__name__}: {err}"
             self.get_logger().error(f"ASR source failed: {self.error}")
 
     def _listen(self, asr: StreamingAsr, audio, chunk_s: float, paced: bool) -> None:
@@ -213,7 +267,7 @@ class AsrNode(Node):
         pauses (a replay waiting for the robot's reply) keeps its stamps right."""
         if not paced:
             self._wait_for_listeners(need_tts=False)
-        self.state = "listening"
+        self.state = AsrState.LISTENING
         start = t0 = time.time()
         heard_s = 0.0
         for i, pcm in enumerate(audio):
@@ -225,15 +279,15 @@ class AsrNode(Node):
             t0 = time.time() - heard_s
             # after an early final the user may go on: hear it (tts_node stops on the partial)
             muted = self.robot_speaking and self.p["asr.mute_while_robot_speaks"] and not asr.listening_for_more()
-            self.state = "muted" if muted else "listening"
+            self.state = AsrState.MUTED if muted else AsrState.LISTENING
             for event in asr.skip(pcm) if muted else asr.feed(pcm):
                 self._publish_event(event, t0)
         for event in asr.flush():
             self._publish_event(event, t0)
-        self.state = "input finished"
+        self.state = AsrState.INPUT_FINISHED
 
     def _publish_event(self, event, t0: float) -> None:
-        if event.kind == "partial":
+        if event.kind is Heard.PARTIAL:
             self.publish_partial(event.text)
         else:
             self.publish_final(event.text, t0 + event.t_speech_end)
@@ -243,10 +297,10 @@ class AsrNode(Node):
         self._wait_for_listeners(need_tts=self.p["asr.text.wait_for_reply"])
         rate = self.p["asr.text.chars_per_minute"] / 60.0
         for text in texts:
-            self.state = "pause"
+            self.state = AsrState.PAUSE
             if self._stopping.wait(self.p["asr.text.gap_s"]):
                 return
-            self.state = "speaking"
+            self.state = AsrState.SPEAKING
             partials, t_end = text_partials(text, rate)
             t0 = time.time()
             for t, said in partials:
@@ -256,20 +310,20 @@ class AsrNode(Node):
             replies = self.replies
             self.publish_final(text, t0 + t_end)
             if self.p["asr.text.wait_for_reply"]:
-                self.state = "waiting for the reply"
+                self.state = AsrState.WAITING_FOR_REPLY
                 self._wait_for(
                     lambda replies=replies: self.replies > replies and not self.robot_speaking, self.p["asr.text.reply_timeout_s"]
                 )
-        self.state = "input finished"
+        self.state = AsrState.INPUT_FINISHED
 
     def _wait_for_listeners(self, need_tts: bool) -> None:
         """Start only once predgen_node listens (and tts_node, when a reply is awaited)."""
-        self.state = "waiting for predgen_node"
+        self.state = AsrState.WAITING_FOR_PREDGEN
         self._wait_for(
             lambda: self.partial_pub.get_subscription_count() > 0 and self.final_pub.get_subscription_count() > 0, None
         )
         if need_tts:
-            self.state = "waiting for tts_node"
+            self.state = AsrState.WAITING_FOR_TTS
             self._wait_for(lambda: self.count_publishers("robot_speaking") > 0, None)
             time.sleep(0.5)  # let discovery settle in both directions
 
@@ -286,29 +340,19 @@ class AsrNode(Node):
         self._stopping.wait(max(0.0, t - time.time()))
 
     # ----------------------------------------------------------- diagnostics
-    def _health(self):
-        level = (
-            ERROR
-            if self.state == "error"
-            else WARN
-            if self.state.startswith("waiting for ") and "reply" not in self.state
-            else OK
-        )
+    def health(self):
         return (
-            level,
-            self.error or self.state,
+            self.state.level,
+            self.error or self.state.value,
             {
                 "backend": self.p["asr.backend"],
                 "input": self.p["asr.input"] if self.p["asr.backend"] != "text" else "text",
-                "state": self.state,
+                "state": self.state.value,
                 "utterances": self.utterances,
                 "partials": self.partials,
                 "robot_speaking": self.robot_speaking,
             },
         )
-
-    def close(self) -> None:
-        self._stopping.set()
 
 
 def main(args: list[str] | None = None) -> int:

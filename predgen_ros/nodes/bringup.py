@@ -16,8 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-NODES = ("asr_node", "predgen_node", "tts_node")
-MANAGED_NODES = ("predgen_node", "tts_node")  # lifecycle nodes: they share the `autostart` parameter
+NODES = ("asr_node", "predgen_node", "tts_node")  # lifecycle nodes: they share the `autostart` parameter
 
 
 class GraphError(RuntimeError):
@@ -51,7 +50,7 @@ def ros_value(value: Any) -> str:
 def node_command(node: str, params_file: Path, overrides: dict[str, Any]) -> list[str]:
     command = [sys.executable, "-m", f"predgen_ros.nodes.{node}", "--ros-args", "--params-file", str(params_file)]
     for name, value in overrides.items():
-        if node_for(name) == node or (name == "autostart" and node in MANAGED_NODES):
+        if node_for(name) == node or name == "autostart":
             command += ["-p", f"{name}:={ros_value(value)}"]
     return command
 

@@ -24,6 +24,7 @@ from ..engine.models import ModelError, load_language_model
 from ..engine.params import ENGINE_PARAMS, engine_config
 from ..engine.session import Session, TurnStats
 from ..engine.worker import EngineWorker, Event
+from ..events import Emission, Heard
 from .common import (
     ERROR,
     OK,
@@ -126,7 +127,7 @@ class PredgenNode(ManagedNode):
         ]
         config = self.session.config
         self.get_logger().info(
-            f"ready (active): policy={config.policy} verifier={config.verifier} decoder={config.decoder} {self.lm.describe()}"
+            f"ready (active): policy={config.policy} verifier={config.verifier.describe()} decoder={config.decoder} {self.lm.describe()}"
         )
 
     def deactivate(self) -> None:
@@ -145,19 +146,19 @@ class PredgenNode(ManagedNode):
         if not msg.data.strip():
             self._ignore("empty asr/partial")
             return
-        self.worker.mailbox.post(Event("partial", msg.data, time.time()))
+        self.worker.mailbox.post(Event(Heard.PARTIAL, msg.data, time.time()))
 
     def _on_final(self, msg: String) -> None:
         if not msg.data.strip():  # the session falls back to the last partial, if there was one
             self._ignore("empty asr/final (the last partial, if any, stands as the final)")
-        self.worker.mailbox.post(Event("final", msg.data, time.time()))
+        self.worker.mailbox.post(Event(Heard.FINAL, msg.data, time.time()))
 
     def _on_speech_end(self, msg: Header) -> None:
-        self.worker.mailbox.post(Event("speech_end", utterance_of(msg) or "", seconds(msg.stamp)))
+        self.worker.mailbox.post(Event(Heard.SPEECH_END, utterance_of(msg) or "", seconds(msg.stamp)))
 
     def _on_reset(self, request, response):
         if self.worker is not None:
-            self.worker.mailbox.post(Event("reset"))
+            self.worker.mailbox.post(Event(Heard.RESET))
         elif self.session is not None:
             self.session.reset()  # inactive: no worker shares the session
         else:
@@ -173,20 +174,20 @@ class PredgenNode(ManagedNode):
         self.get_logger().warning(f"ignored {what}", throttle_duration_sec=5.0)
 
     # ------------------------------------------------- engine (worker thread)
-    def _on_emission(self, kind: str, text: str, turn: TurnStats) -> None:
-        if kind == "candidate":
+    def _on_emission(self, kind: Emission, text: str, turn: TurnStats) -> None:
+        if kind is Emission.CANDIDATE:
             self.candidate_pub.publish(String(data=text))
-        elif kind == "end_probability":  # key: the partial; value: P(the user is done after it)
+        elif kind is Emission.END_PROBABILITY:  # key: the partial; value: P(the user is done after it)
             self.end_probability_pub.publish(end_probability(text, turn.end_probabilities[-1][1]))
-        elif kind == "commit":
+        elif kind is Emission.COMMIT:
             self._on_commit(text, turn)
-        elif kind == "sentence":
+        elif kind is Emission.SENTENCE:
             self.say_pub.publish(String(data=text))
-        elif kind == "done":
+        elif kind is Emission.DONE:
             self.response_pub.publish(String(data=text))
             self.say_pub.publish(String(data=""))  # end of this reply
             release_free_memory()
-        elif kind == "interrupted":
+        elif kind is Emission.INTERRUPTED:
             self.say_pub.publish(String(data=""))
             release_free_memory()
 

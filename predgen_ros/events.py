@@ -1,0 +1,26 @@
+"""The two vocabularies of a turn: what the user's side tells the engine (`Heard`) and
+what the engine tells the speaking side (`Emission`).
+
+String enums, so that a log line, a report or a test reads them as their words.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Heard(StrEnum):
+    PARTIAL = "partial"  # the full current hypothesis of the utterance
+    FINAL = "final"  # the utterance's transcript
+    SPEECH_END = "speech_end"  # the end of the voiced audio, just before its final (asr/speech_end)
+    END_OF_TURN = "end_of_turn"  # the user is done, the robot may speak (bench: the endpoint delay after the final)
+    RESET = "reset"  # forget the conversation
+
+
+class Emission(StrEnum):
+    CANDIDATE = "candidate"  # the speculative first sentence: pre-synthesize it, do not play it
+    COMMIT = "commit"  # the first sentence, final: speak it now
+    SENTENCE = "sentence"  # each following sentence of the reply
+    DONE = "done"  # the whole reply
+    END_PROBABILITY = "end_probability"  # the latest partial's probability that the user is done after it
+    INTERRUPTED = "interrupted"  # the worker: a turn with a spoken reply ended before it was done
