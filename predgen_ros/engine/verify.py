@@ -86,8 +86,11 @@ def verify_candidate(
     """
     keep = state.sync_prefix(prompt)
     suffix = prompt[keep:]
+    before = state.next_logits
     logits = state.append(suffix + candidate)
-    first = len(suffix) - 1  # row predicting candidate[0]
+    if not suffix:  # the cache held the prompt already: its last logits predict candidate[0]
+        logits = np.concatenate([np.asarray(before)[None], logits])
+    first = max(len(suffix) - 1, 0)  # row predicting candidate[0]
     rows = logits[first : first + len(candidate)]
     k = accepted_length(rows, candidate, rule.rank_limit, rule.gap_limit, rule.exact_head, history)
     if k < len(candidate):
