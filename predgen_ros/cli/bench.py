@@ -7,6 +7,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+from ..audio.pieces import FIRST_WORDS
 from ..engine.config import POLICIES, ConfigError
 from .options import ENGINE_OPTIONS, MODEL_OPTIONS, add_param_options, check_limit, comma_list, given_params, policy_list
 
@@ -52,6 +53,13 @@ def _add_question_options(parser: argparse.ArgumentParser) -> None:
         help="ask the questions in one conversation, history kept (default: independent questions, history reset)",
     )
     add_param_options(parser, MODEL_OPTIONS)
+    parser.add_argument(
+        "--tts-first-words",
+        type=int,
+        default=FIRST_WORDS,
+        help=f"the first audio comes once the first sentence's first clause, or at most this many words, is synthesized; "
+        f"0 = the whole sentence (tts_node's tts.first_words; default {FIRST_WORDS})",
+    )
 
 
 def register(sub) -> None:
@@ -134,10 +142,14 @@ def _bench_job(args: argparse.Namespace):
         questions = [q for q in questions if len(q.text) < args.max_chars]
         if not questions:
             raise ConfigError(f"no question is shorter than --max-chars {args.max_chars}")
+    if args.tts_first_words < 0:
+        raise ConfigError(f"--tts-first-words is a number of words, 0 or more; got {args.tts_first_words}")
     params = _bench_params(args)
     config, model_params = engine_config(params)
     endpoint_delay = float(params.get("endpoint_delay", 0.0))
-    return BenchJob(questions, config, endpoint_delay, model_params, args.conversation, tuple(args.turn), args.max_chars)
+    return BenchJob(
+        questions, config, endpoint_delay, model_params, args.conversation, tuple(args.turn), args.max_chars, args.tts_first_words
+    )
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -156,7 +168,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     anticipate = ", anticipation" if config.anticipate else ""
     print(
         f"\n{len(job.questions)} questions{turn}{conversation}, verifier={config.verifier.describe()}{anticipate}, "
-        f"decoder={config.decoder}, copy ban={config.copy_ban or 'off'}{' +user' if config.copy_ban_user else ''}, opening ban={config.copy_ban_opening or 'off'}, endpoint delay={job.endpoint_delay}s, {job.lm.describe()}"
+        f"decoder={config.decoder}, copy ban={config.copy_ban or 'off'}{' +user' if config.copy_ban_user else ''}, opening ban={config.copy_ban_opening or 'off'}, endpoint delay={job.endpoint_delay}s, TTS first words={job.tts_first_words or 'off'}, {job.lm.describe()}"
     )
     print(report.format_table(summary))
     print(report.format_duration_table(by_duration))

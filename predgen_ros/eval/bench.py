@@ -37,7 +37,8 @@ def run_turn(session: Session, tts: PiperSynthesizer, events: list[TimedEvent], 
     """Play one utterance into the session; returns the time of the first audio.
 
     Candidate sentences are pre-synthesized when the LLM has nothing to do;
-    their synthesis time is spent on the same clock (one shared CPU).
+    their synthesis time is spent on the same clock (one shared CPU).  The first
+    audio comes once the committed sentence's opening is synthesized (audio/pieces.py).
     """
     pending = deque(events)
     candidate = None
@@ -49,14 +50,18 @@ def run_turn(session: Session, tts: PiperSynthesizer, events: list[TimedEvent], 
             for kind, text in session.step():
                 if kind is Emission.CANDIDATE:
                     candidate = text
-                elif kind is Emission.COMMIT:
-                    if text:
-                        tts.synthesize(text)  # instant when pre-synthesized
+                elif kind is Emission.COMMIT:  # once per turn
+                    pieces = tts.pieces(text) if text else []
+                    if pieces:
+                        tts.synthesize(pieces[0])  # instant when pre-synthesized
                     first_audio = clock()
+                    for piece in pieces[1:]:  # synthesized while the opening plays, on the same CPU
+                        tts.synthesize(piece)
                 elif kind is Emission.DONE:
                     return first_audio
         elif candidate is not None:
-            tts.synthesize(candidate)
+            for piece in tts.pieces(candidate):
+                tts.synthesize(piece)
             candidate = None
         elif pending:
             clock.skip_to(pending[0].t)

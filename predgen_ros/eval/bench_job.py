@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..audio.pieces import FIRST_WORDS
+
 
 @dataclass
 class BenchJob:
@@ -15,6 +17,7 @@ class BenchJob:
     conversation: bool = False
     turns: tuple[int, ...] = (1,)
     max_chars: int | None = None
+    tts_first_words: int = FIRST_WORDS  # 0 = whole first sentences (audio/pieces.py)
     lm: object = None
     tts: object = None
 
@@ -22,7 +25,7 @@ class BenchJob:
         from ..audio.tts import PiperSynthesizer
         from ..engine.models import load_language_model
 
-        self.lm, self.tts = load_language_model(self.model_params), PiperSynthesizer()
+        self.lm, self.tts = load_language_model(self.model_params), PiperSynthesizer(first_words=self.tts_first_words)
         return self
 
     def run(self, variants: dict, chars_per_minute: float, desc: str = "bench"):
@@ -64,6 +67,7 @@ class BenchJob:
             "max_sentences": config.max_sentences,
             "turn": list(self.turns),
             "max_chars": self.max_chars,
+            "tts_first_words": self.tts_first_words,
             "model": self.model_params.path or "smollm2-135m-instruct",
             **self.lm.backend.describe(),
             "system_prompt": self.lm.system_prompt,

@@ -2,7 +2,9 @@
 
 An empty `tts/say` message ends a reply.  `predgen/candidate` sentences are
 synthesized ahead into a bounded cache while the player is idle, so a
-committed first sentence that was foreseen starts playing at once.  The time
+committed first sentence that was foreseen starts playing at once.  A first
+sentence that was not starts after its opening words are synthesized; the rest
+is synthesized on a second thread while they play (audio/pieces.py).  The time
 the first chunk of each reply reaches the sink goes out on `tts/first_audio`
 (stamp; frame_id = the sentence) for predgen_node's latency report.
 """
@@ -12,12 +14,14 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from std_msgs.msg import Bool, Header, Int16MultiArray, String
 
 from ..audio.sinks import SINKS, SinkError, make_sink
-from ..audio.tts import PiperSynthesizer, VoiceError
+from ..audio.pieces import FIRST_WORDS
+from ..audio.tts import PiperSynthesizer, Speech, VoiceError
 from .common import (
     AUDIO_QOS,
     ERROR,
@@ -41,6 +45,11 @@ TTS_PARAMS = {
     "tts.barge_in": (True, "stop speaking when a new asr/partial arrives while the robot talks"),
     "tts.cache_size": (32, "sentences kept synthesized (candidates and recent sentences)"),
     "tts.presynthesize": (True, "synthesize predgen/candidate sentences ahead while idle"),
+    "tts.first_words": (
+        FIRST_WORDS,
+        "a reply's first sentence starts playing once its first clause, or at most this many words, is synthesized; "
+        "0 = synthesize whole sentences",
+    ),
 }
 MAX_QUEUED = 256  # sentences; a sane bound, never reached by a real reply
 
@@ -54,6 +63,7 @@ class TtsNode(ManagedNode):
         self.synth: PiperSynthesizer | None = None
         self.sink = None
         self.player: threading.Thread | None = None
+        self._ahead: ThreadPoolExecutor | None = None  # synthesizes a first sentence's rest while its opening plays
         self.say_sub = None
         self._listening = []
 
@@ -77,7 +87,9 @@ class TtsNode(ManagedNode):
     def configure(self) -> None:
         """Load the voice and open the sink."""
         try:
-            self.synth = PiperSynthesizer(self.p["tts.voice_path"] or None, self.p["tts.cache_size"])
+            self.synth = PiperSynthesizer(
+                self.p["tts.voice_path"] or None, self.p["tts.cache_size"], first_words=self.p["tts.first_words"]
+            )
         except VoiceError as err:
             raise StartupError(f"tts.voice_path: {err}") from None
         try:
@@ -85,6 +97,7 @@ class TtsNode(ManagedNode):
         except SinkError as err:
             raise StartupError(str(err)) from None
         self.chunk = max(1, int(self.synth.sample_rate * self.p["tts.chunk_ms"] / 1000))
+        self._ahead = ThreadPoolExecutor(1, thread_name_prefix="tts-ahead")
 
     def activate(self) -> None:
         self._stopping.clear()
@@ -115,7 +128,9 @@ class TtsNode(ManagedNode):
             self._close_reply()  # a WAV file cut short still gets a valid header
 
     def cleanup(self) -> None:
-        self.synth = self.sink = None
+        if self._ahead is not None:
+            self._ahead.shutdown(wait=True)
+        self.synth = self.sink = self._ahead = None
 
     # ------------------------------------------------------------ callbacks
     def _on_say(self, msg: String) -> None:
@@ -142,7 +157,8 @@ class TtsNode(ManagedNode):
             item, candidate = self._next()
             try:
                 if item is None and candidate:
-                    self.synth.synthesize(candidate)
+                    for piece in self.synth.pieces(candidate):
+                        self.synth.synthesize(piece)
                 elif item == "":
                     self._end_reply()
                 elif item is not None:
@@ -165,23 +181,31 @@ class TtsNode(ManagedNode):
     def _speak(self, sentence: str) -> None:
         if self._discarding or not sentence:
             return
-        speech = self.synth.synthesize(sentence)
-        if not self._in_reply:
+        pieces = [sentence] if self._in_reply else self.synth.pieces(sentence)
+        opening = self.synth.synthesize(pieces[0])
+        rest = self._ahead.submit(self.synth.synthesize, pieces[1]) if len(pieces) > 1 else None
+        if not self._play(opening, sentence):
+            return
+        if rest is not None and not self._play(rest.result(), sentence):
+            return
+        self.sentences += 1
+
+    def _play(self, speech: Speech, sentence: str) -> bool:
+        """Hand `speech` to the sink chunk by chunk; False when the user barged in."""
+        first = not self._in_reply
+        if first:
             self._begin_reply()
-            first = True
-        else:
-            first = False
         for start in range(0, len(speech.samples), self.chunk):
             if self._barge.is_set():
                 if not self._stopping.is_set():
                     self._interrupt()
-                return
+                return False
             if first:
                 self.first_audio_pub.publish(first_audio(stamp(time.time()), sentence))
                 first = False
             self.sink.play(speech.samples[start : start + self.chunk])
             self._pace(min(self.chunk, len(speech.samples) - start) / speech.sample_rate)
-        self.sentences += 1
+        return True
 
     def _begin_reply(self) -> None:
         self.replies += 1
