@@ -11,7 +11,10 @@ from predgen_ros.audio.pieces import opening_pieces
     ("sentence", "pieces"),
     [
         # a clause mark within the first words is the seam
-        ("In my response, I made several assumptions that may not hold.", ["In my response,", "I made several assumptions that may not hold."]),
+        (
+            "In my response, I made several assumptions that may not hold.",
+            ["In my response,", "I made several assumptions that may not hold."],
+        ),
         # no clause mark that soon: after the first six words
         (
             "To create a museum dedicated solely to Salvador Dali's works, a budget is needed.",

