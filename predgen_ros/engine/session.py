@@ -63,6 +63,7 @@ from .anticipate import Guess, ends_sentence, on_track
 from .config import DECODERS, POLICIES, VERIFIERS, ConfigError, EngineConfig  # noqa: F401 (a session is made from these)
 from .copy_ban import CopyBan
 from .decode import ar_step, greedy_next, jacobi_step, ngram_draft
+from .history import History
 from .lm import KVState, LanguageModel
 from .sentences import split_first_sentence
 from .verify import reply_ngrams, verify_candidate
@@ -133,8 +134,13 @@ class Session:
         self.config = config
         self.clock = clock
         self.state = KVState(lm)
-        self.history: list[tuple[str, str]] = []
+        self._history = History(lm, config.history_turns, config.history_tokens)
         self._start_turn()
+
+    @property
+    def history(self) -> list[tuple[str, str]]:
+        """The earlier (user text, reply) turns the next prompt may hold, oldest first."""
+        return self._history.turns
 
     # ---------------------------------------------------------------- events
     def partial(self, text: str, t: float) -> bool:
@@ -197,7 +203,7 @@ class Session:
         """The turn listens again after an early final; the cache and its candidate
         stay, to be verified against the longer question."""
         if self.phase is Phase.DONE:
-            self.history.pop()  # the reply to the cut-off question is not the conversation
+            self._history.unsay_last()  # the reply to the cut-off question is not the conversation
         t_first_partial, prompt, synced = self.turn.t_first_partial, self._prompt, self._synced_prompt
         self._start_turn()
         self.turn.t_first_partial = t_first_partial
@@ -242,9 +248,9 @@ class Session:
     def reset(self, history: list[tuple[str, str]] = ()) -> None:
         """Forget the history, or start from `history` ((user, reply) turns of a dialogue
         held elsewhere); the KV cache is kept: it is cropped on demand."""
-        self.history.clear()
+        self._history.clear()
         for user_text, reply in history:
-            self._remember(user_text, reply)
+            self._history.add(user_text, reply)
         self._start_turn()
 
     def abandon_turn(self) -> None:
@@ -301,28 +307,15 @@ class Session:
         self._target_text = ""  # the user text the prompt holds
         self._end_scores: dict[str, float] = {}  # user text (as `words`) -> P(the message ends after it)
         self._unscored: str | None = None  # the latest partial, until its end probability is emitted
-        self._history_replies = [self.lm.encode_reply(reply) for _, reply in self.history]  # token ids, as in the prompt
         self._history_ngrams = reply_ngrams(
-            self._history_replies if self.config.verifier.copy_guard else []
+            self._history.reply_ids if self.config.verifier.copy_guard else []
         )  # what a runner-up token may not copy
         self._rule: CopyBan | None = None  # the decoding rule for the target prompt (set with it)
 
     def _finish_turn(self) -> None:
         if self.phase is Phase.SPEAKING:  # interrupted: keep what was said
-            self._remember(self.turn.user_text, self._reply_text())
+            self._history.add(self.turn.user_text, self._reply_text())
         self._start_turn()
-
-    def _remember(self, user_text: str, reply: str) -> None:
-        """Add a turn to the history; the oldest turns go once there are more than
-        `history_turns` or they exceed `history_tokens`."""
-        self.history.append((user_text, reply))
-        if self.config.history_turns:
-            del self.history[: -self.config.history_turns]
-        size = lambda turn: len(self.lm.encode_reply(turn[0])) + len(self.lm.encode_reply(turn[1]))  # noqa: E731
-        sizes = [size(turn) for turn in self.history]
-        while self.history and sum(sizes) > self.config.history_tokens:
-            self.history.pop(0)
-            sizes.pop(0)
 
     def _copy_rule(self, user_text: str) -> CopyBan | None:
         """The decoding rule for a reply to `user_text` after the history: no run of
@@ -331,21 +324,19 @@ class Session:
         reply in the prompt began with (engine/copy_ban.py)."""
         if not (self.config.copy_ban or self.config.copy_ban_opening):
             return None
-        replies = self._history_replies
+        replies = self._history.reply_ids
         user = [self.lm.encode_reply(user_text)] if self.config.copy_ban_user else []
         return CopyBan(replies + user, self.config.copy_ban, replies, self.config.copy_ban_opening)
 
     def _set_target(self, text: str) -> None:
         self._target_text = text
-        prompt, dropped = self.lm.fit_prompt(text, self.history)
-        del self.history[:dropped]  # out of the context for good: stop re-templating it
-        del self._history_replies[:dropped]  # the rule covers the replies in the prompt
+        prompt = self._history.prompt_ids(text)
         if prompt != self._prompt:
             self._prompt = prompt
             self._rule = self._copy_rule(text)  # before the pass that verifies against the prompt
             self._prompt_changed = True
             self.turn.prompt_ids = prompt
-            self.turn.history_turns = len(self.history)
+            self.turn.history_turns = len(self._history)
 
     @property
     def _reply_ids(self) -> list[int]:
@@ -363,7 +354,7 @@ class Session:
         candidate is held aside until the guess becomes the target."""
         if self._held is None and self._synced_prompt:
             self._held = self._reply_ids + self._pending()
-        self._guess = Guess(heard, self.lm.open_turn_ids(heard, self.history))
+        self._guess = Guess(heard, self._history.open_turn_ids(heard))
         self._anticipated = ""
         self._prompt, self._synced_prompt = [], []
         self._prompt_changed = False
@@ -568,5 +559,5 @@ class Session:
     def _close_turn(self, reply: str) -> list[tuple[str, str]]:
         self.turn.reply = reply
         self.phase = Phase.DONE
-        self._remember(self.turn.user_text, reply)
+        self._history.add(self.turn.user_text, reply)
         return [(Emission.DONE, reply)]
