@@ -94,6 +94,11 @@ def test_a_parameter_of_the_wrong_type_stops_the_node_with_a_hint():
     assert_startup_error(out, "asr.text.gap_s: expected a decimal number like 1.0, got 2 (write 2.0)")
 
 
+def test_a_parameter_outside_its_range_stops_the_node():
+    out = run_node("tts_node", "-p", "tts.sink:=none", "-p", "tts.first_words:=-1")
+    assert_startup_error(out, "tts.first_words: -1 lies outside its range 0 to 64")
+
+
 def test_missing_model_path(tmp_path):
     missing = tmp_path / "no-model"
     assert_startup_error(run_node("predgen_node", "-p", f"model.path:={missing}"), "model.path", str(missing))

@@ -39,6 +39,7 @@ RANGES = {
     "asr.vad_mode": (0, 3),
     "asr.chunk_ms": (10, 1000),
     "tts.chunk_ms": (10, 1000),
+    "tts.first_words": (0, 64),
 }
 
 MANAGED_PARAMS = {
