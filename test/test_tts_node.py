@@ -106,6 +106,22 @@ def test_candidates_are_presynthesized_and_audio_goes_out_on_a_topic(tts):
 
 
 @pytest.mark.parametrize("tts", ["wav"], indirect=True)
+def test_only_a_candidates_opening_is_presynthesized(tts):
+    """A commit that comes while a candidate is prepared waits for that work, so only
+    the opening is prepared: the committed sentence's opening is a cache hit, its rest
+    is synthesized after the commit (the cache holds both then)."""
+    graph, listener, _ = tts
+    listener.candidate.publish(String(data=LONG))
+    listener.spin_until(lambda: int(listener.health[-1]["cached_sentences"]) == 1, timeout=10, graph=graph)
+    listener.say.publish(String(data=LONG))
+    listener.say.publish(String(data=""))
+    listener.spin_until(lambda: listener.speaking and not listener.is_speaking() and listener.first_audio, graph=graph)
+    listener.health.clear()
+    listener.spin_until(lambda: listener.health, timeout=5, graph=graph)
+    assert (listener.health[-1]["cache_hits"], listener.health[-1]["cached_sentences"]) == ("1", "2")
+
+
+@pytest.mark.parametrize("tts", ["wav"], indirect=True)
 def test_a_long_first_sentence_starts_after_its_opening_and_plays_whole_once(tts):
     """The opening ("Robots that listen while you speak") is synthesized alone, the rest
     while it plays; the reply's audio is both pieces, once, and one first audio."""

@@ -19,7 +19,10 @@ ENGINE_PARAMS: dict[str, tuple[Any, str]] = {
     "model.path": ("", "a .gguf file or a local Hugging Face model folder; empty = embedded SmolLM2-135M-Instruct"),
     "model.backend": ("auto", "auto (llama_cpp on a CPU, transformers on CUDA) | llama_cpp | transformers"),
     "model.weights": ("f16", "llama_cpp, embedded model: f16 | q8_0 | q4_1 (as shipped)"),
-    "model.threads": (0, "llama_cpp: threads per forward pass; 0 = every core this process may use"),
+    "model.threads": (
+        0,
+        "llama_cpp: threads per forward pass; 0 = every core but one in predgen_node (ASR and TTS share the CPU), every core in bench",
+    ),
     "model.device": ("auto", "transformers: auto | cpu | cuda[:N]"),
     "model.dtype": ("auto", "transformers: auto | float32 | float16 | bfloat16"),
     "model.system_prompt": (SYSTEM_PROMPT, "what the model is told before the conversation (the robot's role)"),

@@ -36,7 +36,7 @@ def deliver(session: Session, event: TimedEvent) -> None:
 def run_turn(session: Session, tts: PiperSynthesizer, events: list[TimedEvent], clock: VirtualClock) -> float:
     """Play one utterance into the session; returns the time of the first audio.
 
-    Candidate sentences are pre-synthesized when the LLM has nothing to do;
+    Candidate sentences' openings are pre-synthesized when the LLM has nothing to do;
     their synthesis time is spent on the same clock (one shared CPU).  The first
     audio comes once the committed sentence's opening is synthesized (audio/pieces.py).
     """
@@ -60,8 +60,7 @@ def run_turn(session: Session, tts: PiperSynthesizer, events: list[TimedEvent], 
                 elif kind is Emission.DONE:
                     return first_audio
         elif candidate is not None:
-            for piece in tts.pieces(candidate):
-                tts.synthesize(piece)
+            tts.synthesize(tts.pieces(candidate)[0])  # its opening only, as tts_node does
             candidate = None
         elif pending:
             clock.skip_to(pending[0].t)

@@ -11,12 +11,13 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from diagnostic_msgs.msg import DiagnosticArray, KeyValue
 from std_msgs.msg import Header, String
 from std_srvs.srv import Trigger
 
+from ..engine.backends.llama import threads_beside_speech
 from ..engine.config import ConfigError
 from ..engine.lm import LanguageModel
 from ..engine.metrics import report_entries, turn_measures
@@ -105,6 +106,8 @@ class PredgenNode(ManagedNode):
             config, model_params = engine_config(self.p)
         except ConfigError as err:
             raise StartupError(str(err)) from None
+        if model_params.threads == 0:  # the ASR and the TTS run beside the LLM: leave them a core
+            model_params = replace(model_params, threads=threads_beside_speech())
         try:
             self.lm = load_language_model(model_params)
         except ModelError as err:

@@ -1,8 +1,10 @@
 """tts_node: speaks `tts/say` sentences with Piper through the configured audio sink.
 
-An empty `tts/say` message ends a reply.  `predgen/candidate` sentences are
-synthesized ahead into a bounded cache while the player is idle, so a
-committed first sentence that was foreseen starts playing at once.  A first
+An empty `tts/say` message ends a reply.  The opening words of each
+`predgen/candidate` sentence are synthesized ahead into a bounded cache while the
+player is idle, so a committed first sentence that was foreseen starts playing at
+once.  Only the opening: a commit that comes during this work waits for it, and
+the rest is synthesized while the opening plays anyway.  A first
 sentence that was not starts after its opening words are synthesized; the rest
 is synthesized on a second thread while they play (audio/pieces.py).  The time
 the first chunk of each reply reaches the sink goes out on `tts/first_audio`
@@ -44,7 +46,7 @@ TTS_PARAMS = {
     "tts.realtime": (True, "pace the wav/topic/none sinks at real time (robot_speaking lasts as long as the speech)"),
     "tts.barge_in": (True, "stop speaking when a new asr/partial arrives while the robot talks"),
     "tts.cache_size": (32, "sentences kept synthesized (candidates and recent sentences)"),
-    "tts.presynthesize": (True, "synthesize predgen/candidate sentences ahead while idle"),
+    "tts.presynthesize": (True, "synthesize the opening words of predgen/candidate sentences ahead while idle"),
     "tts.first_words": (
         FIRST_WORDS,
         "a reply's first sentence starts playing once its first clause, or at most this many words, is synthesized; "
@@ -157,8 +159,7 @@ class TtsNode(ManagedNode):
             item, candidate = self._next()
             try:
                 if item is None and candidate:
-                    for piece in self.synth.pieces(candidate):
-                        self.synth.synthesize(piece)
+                    self.synth.synthesize(self.synth.pieces(candidate)[0])
                 elif item == "":
                     self._end_reply()
                 elif item is not None:

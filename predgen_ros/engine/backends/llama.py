@@ -69,6 +69,16 @@ def default_threads() -> int:
     return len(os.sched_getaffinity(0))
 
 
+def threads_beside_speech() -> int:
+    """Threads for an LLM that shares the CPU with the ASR and the TTS: every core but one.
+
+    llama.cpp's threads wait for each other after every layer, so one core taken by
+    another process stalls them all: beside one busy core on a 2-core EPYC, F16 decoded
+    24 tokens/s on 2 threads and 70 on 1 (docs/results/passes.md).
+    """
+    return max(1, default_threads() - 1)
+
+
 class LlamaCache:
     """One llama.cpp context from the backend's pool and the tokens it holds."""
 
