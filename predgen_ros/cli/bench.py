@@ -84,16 +84,10 @@ def register(sub) -> None:
         help="comma-separated KIND[=VALUE][+anticipate], e.g. exact,exact+anticipate,margin=0.25,minp=0.5,topk=3",
     )
     frontier.add_argument(
-        "--rates",
-        type=comma_list(float),
-        default=[600.0],
-        help="speaking rates in characters per minute, one run each (default 600)",
+        "--rates", type=comma_list(float), default=[600.0], help="speaking rates (chars/min), one run each (default 600)"
     )
     frontier.add_argument(
-        "--history",
-        type=comma_list(int),
-        default=None,
-        help="history budgets in tokens, one run each (with --conversation; default 1024)",
+        "--history", type=comma_list(int), default=None, help="history budgets in tokens, one run each (default 1024)"
     )
     frontier.add_argument(
         "--out",

@@ -14,6 +14,16 @@ from .options import check_limit, comma_list
 DEFAULTS = EndpointConfig()
 
 
+# The endpoint rule's settings as options: (option, EndpointConfig field, help).
+_RULE_OPTIONS = (
+    ("--pause", "pause_s", "the short pause that asks the estimates, s"),
+    ("--silence", "silence_s", "fixed: the silence that ends an utterance; fused: the pause when one estimate says complete, s"),
+    ("--max-silence", "max_silence_s", "the longest wait, s"),
+    ("--audio-threshold", "audio_threshold", "Smart Turn probability that means complete"),
+    ("--text-threshold", "text_threshold", "LLM end-of-message probability that means complete"),
+)
+
+
 def register(sub) -> None:
     ends = sub.add_parser(
         "endpoints", help="score endpoint policies offline on a bag's audio (ASR only, no graph): delay, false endpoints"
@@ -26,36 +36,9 @@ def register(sub) -> None:
         help="comma-separated fixed_<seconds>, smart_turn, llm, fused (default fixed_0.35,fixed_0.8,smart_turn,llm,fused)",
     )
     ends.add_argument("--vad", choices=VADS, default="silero", help="voice activity detector (default silero)")
-    ends.add_argument(
-        "--pause",
-        type=float,
-        default=DEFAULTS.pause_s,
-        help=f"the short pause that asks the estimates, s (default {DEFAULTS.pause_s})",
-    )
-    ends.add_argument(
-        "--silence",
-        type=float,
-        default=DEFAULTS.silence_s,
-        help=f"fixed: the silence that ends an utterance; fused: the pause when one estimate says complete, s (default {DEFAULTS.silence_s})",
-    )
-    ends.add_argument(
-        "--max-silence",
-        type=float,
-        default=DEFAULTS.max_silence_s,
-        help=f"the longest wait, s (default {DEFAULTS.max_silence_s})",
-    )
-    ends.add_argument(
-        "--audio-threshold",
-        type=float,
-        default=DEFAULTS.audio_threshold,
-        help=f"Smart Turn probability that means complete (default {DEFAULTS.audio_threshold})",
-    )
-    ends.add_argument(
-        "--text-threshold",
-        type=float,
-        default=DEFAULTS.text_threshold,
-        help=f"LLM end-of-message probability that means complete (default {DEFAULTS.text_threshold})",
-    )
+    for option, name, text in _RULE_OPTIONS:
+        default = getattr(DEFAULTS, name)
+        ends.add_argument(option, type=float, default=default, dest=name, help=f"{text} (default {default})")
     ends.add_argument("--limit", type=int, default=None, help="only the first N questions of the bag")
     ends.add_argument(
         "--sweep",
@@ -92,13 +75,7 @@ def cmd_endpoints(args: argparse.Namespace) -> int:
 
     check_limit(args.limit)
     try:
-        base = EndpointConfig(
-            silence_s=args.silence,
-            pause_s=args.pause,
-            max_silence_s=args.max_silence,
-            audio_threshold=args.audio_threshold,
-            text_threshold=args.text_threshold,
-        )
+        base = EndpointConfig(**{name: getattr(args, name) for _, name, _ in _RULE_OPTIONS})
         configs = {name: ep.endpoint_config(name, base) for name in args.policies}
     except (EndpointError, ep.BagError) as err:
         raise ConfigError(str(err)) from None
