@@ -12,7 +12,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from std_msgs.msg import Bool, Header, String
 from std_srvs.srv import Trigger
 
-from predgen_ros.engine.session import LATE_COPY_WINDOW_S
+from predgen_ros.engine.transcript_order import LATE_COPY_WINDOW_S
 from predgen_ros.nodes.bringup import Graph, default_params_file
 from predgen_ros.nodes.common import TEXT_QOS, stamp
 from predgen_ros.nodes.predgen_node import REPORT_KEYS

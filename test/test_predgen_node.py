@@ -10,7 +10,7 @@ import pytest
 import rclpy
 from std_msgs.msg import Header
 
-from predgen_ros.engine.session import TurnStats
+from predgen_ros.engine.turn import TurnStats
 from predgen_ros.nodes.common import stamp
 from predgen_ros.nodes.predgen_node import PendingReport, PredgenNode
 

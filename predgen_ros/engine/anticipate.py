@@ -44,3 +44,30 @@ class Guess:
     def text(self, decode) -> str:
         """The anticipated user text: what was heard plus the continuation."""
         return " ".join((self.heard + decode(self.tokens)).split())
+
+
+@dataclass
+class Anticipation:
+    """One turn's speculation on how the user's sentence ends."""
+
+    max_tokens: int  # a guess ends after this many tokens at the latest
+    guess: Guess | None = None  # the continuation of the user's text being decoded
+    anticipated: str = ""  # the anticipated user text the target answers ("": none)
+    held: list[int] | None = None  # the candidate reply, kept aside while the cache guesses
+
+    def follows(self, heard: str, decode) -> bool:
+        """Whether the words heard begin the anticipated text, or the guess decoded so far."""
+        if self.anticipated and on_track(self.anticipated, heard):
+            return True
+        return self.guess is not None and on_track(self.guess.text(decode), heard)
+
+    def take(self, token: int, decode, end_ids: set[int]) -> str | None:
+        """The guess's greedy next token; the anticipated text once the guess ends (at
+        an end of the user's message in `end_ids`, a sentence's end or `max_tokens`)."""
+        guess = self.guess
+        if token not in end_ids:
+            guess.tokens.append(token)
+            if not ends_sentence(decode(guess.tokens)) and len(guess.tokens) < self.max_tokens:
+                return None
+        self.guess = None
+        return guess.text(decode)

@@ -68,3 +68,12 @@ class CopyBan:
             position = first_row_predicts + j
             if self._applies(position) and (banned := self.banned(reply[:position])):
                 logits[j, list(banned)] = -np.inf
+
+
+def reply_rule(replies: list[list[int]], user: list[int] | None, n: int, opening: int) -> CopyBan | None:
+    """The rule for a reply after earlier `replies` (token ids, in the prompt): no run of
+    `n` tokens of them, of itself, or of the `user`'s words (None: those may be copied),
+    and no opening of `opening` tokens that one of them began with; None when both are 0."""
+    if not (n or opening):
+        return None
+    return CopyBan(replies + ([user] if user is not None else []), n, replies, opening)

@@ -60,3 +60,12 @@ def ngram_draft(context: list[int], length: int, max_ngram: int = 3) -> list[int
             if context[start : start + n] == tail:
                 return context[start + n : start + n + length]
     return []
+
+
+def extend_step(state: KVState, decoder: str, block: int, draft: list[int], stop_ids: frozenset[int]) -> JacobiResult:
+    """One decoding pass: the greedy next token (`ar`), or a Jacobi block of `block`
+    tokens seeded by `draft` (without one, an n-gram draft from the tokens so far)."""
+    if decoder != "jacobi":
+        return JacobiResult(ar_step(state))
+    draft = draft or ngram_draft(state.tokens, block - 1)
+    return jacobi_step(state, draft[: block - 1], stop_ids)

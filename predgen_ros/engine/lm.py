@@ -203,6 +203,14 @@ class KVState:
     def __post_init__(self):
         self.cache = self.lm.backend.new_cache()
 
+    def pending(self) -> list[int]:
+        """The greedy next token, known from the last pass without another one ([]
+        before any pass, and at a stop token)."""
+        if self.next_logits is None:
+            return []
+        token = int(self.next_logits.argmax())
+        return [] if token in self.lm.stop_ids else [token]
+
     def answer_from(self, reply_start: int | None, rule: CopyBan | None) -> None:
         """Passes from now on predict a reply that starts at `reply_start`, under `rule`."""
         self.reply_start, self.rule = reply_start, rule

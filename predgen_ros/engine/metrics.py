@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .session import TurnStats
+from .turn import TurnStats
 
 # predgen/latency's key of a measure where the report names it differently (docs/guide.md#topics-services-qos)
 REPORT_KEYS = {"final_accepted": "accepted_tokens", "final_candidate": "candidate_tokens"}

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..events import Emission, Heard
-from .session import Session, TurnStats
+from .session import Session
+from .turn import TurnStats
 
 log = logging.getLogger(__name__)
 
@@ -84,15 +85,6 @@ class Mailbox:
         return self._closed
 
 
-# An end of speech belongs to a final that arrives at most this long after it
-# (the ASR's endpoint silence plus its decoding); an older stamp is stale.
-SPEECH_END_MAX_LAG_S = 5.0
-
-
-def _ends_speech_of(stamp: float, t_final: float) -> bool:
-    return 0.0 <= t_final - stamp <= SPEECH_END_MAX_LAG_S
-
-
 # The Session's emissions, plus INTERRUPTED when a turn with a spoken reply ends before it is done.
 Emit = Callable[[Emission, str, TurnStats], None]
 
@@ -108,7 +100,6 @@ class EngineWorker:
         self.mailbox = Mailbox()
         self.errors = 0
         self._end_of_turn_at: float | None = None
-        self._speech_end: tuple[str | None, float] | None = None  # (utterance, stamp) awaiting its final
         self._busy = False
         self._thread = threading.Thread(target=self._run, name="predgen-engine", daemon=True)
 
@@ -154,7 +145,7 @@ class EngineWorker:
         elif event.kind is Heard.FINAL:
             self._deliver_final(event)
         elif event.kind is Heard.SPEECH_END:
-            self._deliver_speech_end(event.text or None, event.t)
+            self.session.speech_end(event.text or None, event.t)
         elif event.kind is Heard.RESET:
             self.session.reset()
             self._end_of_turn_at = None
@@ -162,22 +153,8 @@ class EngineWorker:
             self.emit(Emission.INTERRUPTED, "", before)
 
     def _deliver_final(self, event: Event) -> None:
-        # the pending end of speech belongs to this final, whether it starts a turn or
-        # re-delivers one; a stamp too old is of an utterance whose final never came
-        pending, self._speech_end = self._speech_end, None
-        utterance, t_speech_end = pending if pending and _ends_speech_of(pending[1], event.t) else (None, None)
-        if self.session.final(event.text, event.t, utterance, t_speech_end):
+        if self.session.final(event.text, event.t):
             self._end_of_turn_at = event.t + self.endpoint_delay
-
-    def _deliver_speech_end(self, utterance: str | None, stamp: float) -> None:
-        """Usually just before its final; topics are not ordered, so it may also
-        come right after the final it belongs to."""
-        turn = self.session.turn
-        if turn.t_final is not None and turn.t_speech_end is None and _ends_speech_of(stamp, turn.t_final):
-            turn.t_speech_end = stamp
-            turn.utterance = turn.utterance or utterance
-        else:
-            self._speech_end = (utterance, stamp)
 
     def _step(self) -> None:
         turn = self.session.turn

@@ -17,7 +17,8 @@ from ..audio.tts import PiperSynthesizer
 from ..engine.config import EngineConfig
 from ..engine.lm import LanguageModel
 from ..engine.metrics import turn_measures
-from ..engine.session import Session, TurnStats
+from ..engine.session import Session
+from ..engine.turn import TurnStats
 from ..events import Emission, Heard
 from .clock import VirtualClock
 from .questions import Question, TimedEvent, speak

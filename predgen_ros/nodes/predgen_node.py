@@ -23,7 +23,8 @@ from ..engine.lm import LanguageModel
 from ..engine.metrics import report_entries, turn_measures
 from ..engine.models import ModelError, load_language_model
 from ..engine.params import ENGINE_PARAMS, engine_config
-from ..engine.session import Session, TurnStats
+from ..engine.session import Session
+from ..engine.turn import TurnStats
 from ..engine.worker import EngineWorker, Event
 from ..events import Emission, Heard
 from .common import (

@@ -1,0 +1,138 @@
+"""Which transcript events are news: the ordering rules that sit ahead of Session.
+
+ROS 2 topics are not ordered with each other, and an ASR may send again, so a
+turn's events do not come as one clean sequence:
+
+- a partial of an utterance can arrive after that utterance's final (a late
+  copy): dropped, when its words start the final's within LATE_COPY_WINDOW_S;
+- a final can arrive twice (a re-delivery): dropped when it has the same
+  utterance number as the turn's final, or, from an ASR without numbers, the
+  same words within LATE_COPY_WINDOW_S with no partial heard in between;
+- an endpoint that ends an utterance at a short pause can be early: a partial
+  that adds words to the final within CONTINUATION_WINDOW_S is the user going
+  on, and the turn listens again;
+- the end of speech (`asr/speech_end`, with the utterance number) usually comes
+  just before its final, but may trail it: it pairs with the final it is at
+  most SPEECH_END_MAX_LAG_S older than, whichever arrives first.
+
+Everything else is news.  One component owns these rules so that Session only
+hears what is news, and the worker only forwards what arrives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from ..transcripts import words
+
+# A copy of the finalized utterance arrives within this many seconds of its final
+# (DDS delivers the topics of one publisher milliseconds apart); the user cannot
+# end an utterance and say a new one that quickly.
+LATE_COPY_WINDOW_S = 1.0
+# asr_node joins speech that resumes within asr.endpoint.max_silence_s (1 s by
+# default) of an early final to it; allow for that plus delivery.
+CONTINUATION_WINDOW_S = 3.0
+# An end of speech belongs to a final that arrives at most this long after it
+# (the ASR's endpoint silence plus its decoding); an older stamp is stale.
+SPEECH_END_MAX_LAG_S = 5.0
+
+
+class Utterance(Enum):
+    """Where the turn's utterance stands."""
+
+    HEARING = "hearing"  # no final yet: every non-empty partial is news
+    FINALIZED = "finalized"  # its final came: copies of it are dropped, added words reopen it
+
+
+class Arrival(Enum):
+    NEWS = "news"  # take it
+    EMPTY = "empty"  # no words: nothing to take
+    COPY = "copy"  # a late or re-delivered copy of the finalized utterance: drop it
+    CONTINUES = "continues"  # more words after an early final: the turn listens again
+
+
+@dataclass
+class _Final:
+    text: str
+    t: float
+    utterance: str | None
+    t_speech_end: float | None
+
+
+class TranscriptOrder:
+    """The ordering state of one turn's utterance, and an end of speech awaiting its final."""
+
+    def __init__(self):
+        self._pending_speech_end: tuple[str | None, float] | None = None  # (utterance, stamp) before its final
+        self.new_turn()
+
+    def new_turn(self) -> None:
+        """A new utterance (a pending end of speech stays: its final may be next)."""
+        self.state = Utterance.HEARING
+        self._final: _Final | None = None
+        self._heard_since_final = False
+
+    def partial(self, text: str, t: float) -> Arrival:
+        """What a partial (its words normalized) is, arriving at `t`."""
+        final = self._final
+        if not text:
+            return Arrival.EMPTY
+        if self.state is Utterance.HEARING:
+            return Arrival.NEWS
+        if t - final.t <= LATE_COPY_WINDOW_S and text.split() == final.text.split()[: len(text.split())]:
+            return Arrival.COPY
+        if t - final.t <= CONTINUATION_WINDOW_S and words(text).startswith(words(final.text) + " "):
+            self.new_turn()
+            return Arrival.CONTINUES
+        self._heard_since_final = True
+        return Arrival.NEWS
+
+    def final(self, text: str, t: float, utterance: str | None, t_speech_end: float | None) -> Arrival:
+        """What a final is; news finalizes the utterance.  Without `utterance` and
+        `t_speech_end`, a pending end of speech of this final supplies them."""
+        if utterance is None and t_speech_end is None:
+            utterance, t_speech_end = self._take_speech_end(t)
+        if not text:
+            return Arrival.EMPTY
+        if self.state is Utterance.FINALIZED and self._redelivers(text, t, utterance):
+            return Arrival.COPY
+        self.state = Utterance.FINALIZED
+        self._final = _Final(text, t, utterance, t_speech_end)
+        self._heard_since_final = False
+        return Arrival.NEWS
+
+    @property
+    def utterance(self) -> str | None:
+        return self._final.utterance if self._final else None
+
+    @property
+    def t_speech_end(self) -> float | None:
+        return self._final.t_speech_end if self._final else None
+
+    def speech_end(self, utterance: str | None, stamp: float) -> bool:
+        """An end of speech: True when it belongs to the final already taken (it
+        trailed it), else it waits for the next final."""
+        final = self._final
+        if final is not None and final.t_speech_end is None and _ends_speech_of(stamp, final.t):
+            final.t_speech_end = stamp
+            final.utterance = final.utterance or utterance
+            return True
+        self._pending_speech_end = (utterance, stamp)
+        return False
+
+    def _take_speech_end(self, t_final: float) -> tuple[str | None, float | None]:
+        """The pending end of speech, consumed by this final whether it is news or a
+        re-delivery; a stamp too old is of an utterance whose final never came."""
+        pending, self._pending_speech_end = self._pending_speech_end, None
+        return pending if pending and _ends_speech_of(pending[1], t_final) else (None, None)
+
+    def _redelivers(self, text: str, t: float, utterance: str | None) -> bool:
+        final = self._final
+        if utterance is not None and final.utterance is not None:
+            return utterance == final.utterance
+        return text == final.text and not self._heard_since_final and t - final.t <= LATE_COPY_WINDOW_S
+
+
+def _ends_speech_of(stamp: float, t_final: float) -> bool:
+    return 0.0 <= t_final - stamp <= SPEECH_END_MAX_LAG_S

@@ -1,0 +1,68 @@
+"""The ordering rules ahead of Session, on their own (engine/transcript_order.py)."""
+
+from predgen_ros.engine.transcript_order import (
+    CONTINUATION_WINDOW_S,
+    LATE_COPY_WINDOW_S,
+    SPEECH_END_MAX_LAG_S,
+    Arrival,
+    TranscriptOrder,
+    Utterance,
+)
+
+
+def finalized(text="what is the capital", t=10.0, utterance=None) -> TranscriptOrder:
+    order = TranscriptOrder()
+    assert order.partial("what is", t - 1) is Arrival.NEWS
+    assert order.final(text, t, utterance, None) is Arrival.NEWS
+    assert order.state is Utterance.FINALIZED
+    return order
+
+
+def test_partials_before_the_final_are_news_and_empty_text_is_nothing():
+    order = TranscriptOrder()
+    assert order.state is Utterance.HEARING
+    assert order.partial("", 0.0) is Arrival.EMPTY
+    assert order.partial("what", 0.1) is Arrival.NEWS
+    assert order.final("", 0.2, None, None) is Arrival.EMPTY
+
+
+def test_a_late_copy_of_a_partial_is_dropped_only_within_its_window():
+    assert finalized().partial("what is the", 10.0 + LATE_COPY_WINDOW_S / 2) is Arrival.COPY
+    assert finalized().partial("what is the", 10.0 + LATE_COPY_WINDOW_S + 0.1) is Arrival.NEWS  # the user said it again
+
+
+def test_more_words_after_an_early_final_reopen_the_utterance():
+    order = finalized()
+    assert order.partial("what is the capital of france", 11.0) is Arrival.CONTINUES
+    assert order.state is Utterance.HEARING
+    late = finalized()
+    assert late.partial("what is the capital of france", 10.0 + CONTINUATION_WINDOW_S + 0.1) is Arrival.NEWS
+
+
+def test_a_redelivered_final_is_a_copy_by_number_or_by_words_with_nothing_heard_between():
+    numbered = finalized(utterance="7")
+    assert numbered.final("what is the capital", 40.0, "7", None) is Arrival.COPY  # however late
+    assert numbered.final("what is the capital", 40.1, "8", None) is Arrival.NEWS  # a new utterance, however soon
+    unnumbered = finalized()
+    assert unnumbered.final("what is the capital", 10.5, None, None) is Arrival.COPY
+    assert unnumbered.partial("yes", 10.6) is Arrival.NEWS  # something heard in between...
+    assert unnumbered.final("what is the capital", 10.7, None, None) is Arrival.NEWS  # ...so it was said again
+
+
+def test_an_end_of_speech_pairs_with_its_final_whichever_comes_first():
+    before = TranscriptOrder()
+    assert not before.speech_end("3", 9.5)  # waits for its final
+    before.final("hello", 10.0, None, None)
+    assert (before.utterance, before.t_speech_end) == ("3", 9.5)
+
+    after = TranscriptOrder()
+    after.final("hello", 10.0, None, None)
+    assert after.speech_end("3", 9.5)  # it trailed its final
+    assert (after.utterance, after.t_speech_end) == ("3", 9.5)
+
+
+def test_a_stale_end_of_speech_pairs_with_nothing():
+    order = TranscriptOrder()
+    order.speech_end("1", 0.0)
+    order.final("hello", SPEECH_END_MAX_LAG_S + 1.0, None, None)
+    assert (order.utterance, order.t_speech_end) == (None, None)
