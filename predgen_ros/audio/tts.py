@@ -69,13 +69,16 @@ def default_voice_path() -> Path:
     return Path(spec.submodule_search_locations[0]) / _VOICE_FILE
 
 
+CACHE_SIZE = 32  # sentences kept synthesized: a turn's candidates and its recent sentences
+
+
 class PiperSynthesizer:
     """Text to int16 audio with Piper; `cache_size` sentences are remembered."""
 
     def __init__(
         self,
         voice_path: str | Path | None = None,
-        cache_size: int = 32,
+        cache_size: int = CACHE_SIZE,
         reproducible: bool = False,
         first_words: int = FIRST_WORDS,
     ):

@@ -13,49 +13,6 @@ from typing import Any
 from .config import BACKENDS, SYSTEM_PROMPT, WEIGHTS, ConfigError, EngineConfig, VerifierRule
 from .sentences import SentenceRules
 
-ENGINE_PARAMS: dict[str, tuple[Any, str]] = {
-    "policy": ("predgen", "baseline | preemptive | predgen"),
-    "endpoint_delay": (0.0, "seconds from the final transcript until the robot may speak (extra endpointing)"),
-    "model.path": ("", "a .gguf file or a local Hugging Face model folder; empty = embedded SmolLM2-135M-Instruct"),
-    "model.backend": ("auto", "auto (llama_cpp on a CPU, transformers on CUDA) | llama_cpp | transformers"),
-    "model.weights": ("f16", "llama_cpp, embedded model: f16 | q8_0 | q4_1 (as shipped)"),
-    "model.threads": (
-        0,
-        "llama_cpp: threads per forward pass; 0 = every core but one in predgen_node (ASR and TTS share the CPU), every core in bench",
-    ),
-    "model.device": ("auto", "transformers: auto | cpu | cuda[:N]"),
-    "model.dtype": ("auto", "transformers: auto | float32 | float16 | bfloat16"),
-    "model.system_prompt": (SYSTEM_PROMPT, "what the model is told before the conversation (the robot's role)"),
-    "verifier.kind": ("exact", "exact (lossless, the default) | topk (the paper's setting) | margin | minp"),
-    "verifier.k": (3, "K of the top-K verifier"),
-    "verifier.max_gap": (1.0, "top-K: a kept token's log-probability lies at most this many nats below the top token's"),
-    "verifier.margin": (0.25, "margin: a kept token (any rank) lies at most this many nats below the top token"),
-    "verifier.min_p": (0.5, "minp: a kept token has at least this share of the top token's probability"),
-    "verifier.exact_head": (1, "all but exact: the reply's first N tokens must be the most likely one"),
-    "verifier.copy_guard": (True, "all but exact: a runner-up token may not copy an earlier reply of the conversation"),
-    "decoder.kind": ("ar", "ar | jacobi"),
-    "decoder.jacobi_block": (8, "tokens per Jacobi iteration"),
-    "decoder.copy_ban": (
-        4,
-        "a reply never completes a run of this many tokens of an earlier reply in the prompt; 0 = plain greedy",
-    ),
-    "decoder.copy_ban_opening": (
-        2,
-        "a reply does not begin with the first N tokens an earlier reply in the prompt began with; 0 = off",
-    ),
-    "decoder.copy_ban_user": (False, "the copy ban also covers the user's words: the reply does not echo the request"),
-    "generation.margin_tokens": (2, "speculate this many tokens past the first sentence"),
-    "generation.max_new_tokens": (256, "reply length in tokens; 0 = first sentence only"),
-    "generation.max_sentences": (2, "the reply ends after this many sentences; 0 = no limit"),
-    "generation.history_tokens": (1024, "earlier turns kept in the prompt, in tokens; the oldest go first"),
-    "generation.history_turns": (1, "at most this many earlier turns kept in the prompt; 0 = as many as history_tokens holds"),
-    "generation.anticipate": (True, "predgen: also speculate on the model's guess of how the user's sentence ends"),
-    "generation.anticipate_tokens": (12, "anticipation: at most this many tokens of guessed user text"),
-    "sentence.min_chars": (20, "shorter first sentences are merged with the next"),
-    "sentence.fallback_chars": (160, "unpunctuated replies are cut at a word boundary here"),
-    "sentence.max_tokens": (64, "at most this many tokens before a first sentence is forced"),
-}
-
 
 @dataclass(frozen=True)
 class ModelParams:
@@ -74,6 +31,72 @@ class ModelParams:
             raise ConfigError(f"unknown model.weights {self.weights!r}: choose one of {', '.join(WEIGHTS)}")
         if self.threads < 0:
             raise ConfigError(f"model.threads must be >= 0 (0: every core), got {self.threads}")
+
+
+# name -> (default, description); each default is the one its dataclass declares.
+ENGINE_PARAMS: dict[str, tuple[Any, str]] = {
+    "policy": (EngineConfig.policy, "baseline | preemptive | predgen"),
+    "endpoint_delay": (0.0, "seconds from the final transcript until the robot may speak (extra endpointing)"),
+    "model.path": ("", "a .gguf file or a local Hugging Face model folder; empty = embedded SmolLM2-135M-Instruct"),
+    "model.backend": (ModelParams.backend, "auto (llama_cpp on a CPU, transformers on CUDA) | llama_cpp | transformers"),
+    "model.weights": (ModelParams.weights, "llama_cpp, embedded model: f16 | q8_0 | q4_1 (as shipped)"),
+    "model.threads": (
+        ModelParams.threads,
+        "llama_cpp: threads per forward pass; 0 = every core but one in predgen_node (ASR and TTS share the CPU), every core in bench",
+    ),
+    "model.device": (ModelParams.device, "transformers: auto | cpu | cuda[:N]"),
+    "model.dtype": (ModelParams.dtype, "transformers: auto | float32 | float16 | bfloat16"),
+    "model.system_prompt": (SYSTEM_PROMPT, "what the model is told before the conversation (the robot's role)"),
+    "verifier.kind": (VerifierRule.kind, "exact (lossless, the default) | topk (the paper's setting) | margin | minp"),
+    "verifier.k": (VerifierRule.k, "K of the top-K verifier"),
+    "verifier.max_gap": (
+        VerifierRule.max_gap,
+        "top-K: a kept token's log-probability lies at most this many nats below the top token's",
+    ),
+    "verifier.margin": (VerifierRule.margin, "margin: a kept token (any rank) lies at most this many nats below the top token"),
+    "verifier.min_p": (VerifierRule.min_p, "minp: a kept token has at least this share of the top token's probability"),
+    "verifier.exact_head": (VerifierRule.exact_head, "all but exact: the reply's first N tokens must be the most likely one"),
+    "verifier.copy_guard": (
+        VerifierRule.copy_guard,
+        "all but exact: a runner-up token may not copy an earlier reply of the conversation",
+    ),
+    "decoder.kind": (EngineConfig.decoder, "ar | jacobi"),
+    "decoder.jacobi_block": (EngineConfig.jacobi_block, "tokens per Jacobi iteration"),
+    "decoder.copy_ban": (
+        EngineConfig.copy_ban,
+        "a reply never completes a run of this many tokens of an earlier reply in the prompt; 0 = plain greedy",
+    ),
+    "decoder.copy_ban_opening": (
+        EngineConfig.copy_ban_opening,
+        "a reply does not begin with the first N tokens an earlier reply in the prompt began with; 0 = off",
+    ),
+    "decoder.copy_ban_user": (
+        EngineConfig.copy_ban_user,
+        "the copy ban also covers the user's words: the reply does not echo the request",
+    ),
+    "generation.margin_tokens": (EngineConfig.margin_tokens, "speculate this many tokens past the first sentence"),
+    "generation.max_new_tokens": (EngineConfig.max_new_tokens, "reply length in tokens; 0 = first sentence only"),
+    "generation.max_sentences": (EngineConfig.max_sentences, "the reply ends after this many sentences; 0 = no limit"),
+    "generation.history_tokens": (
+        EngineConfig.history_tokens,
+        "earlier turns kept in the prompt, in tokens; the oldest go first",
+    ),
+    "generation.history_turns": (
+        EngineConfig.history_turns,
+        "at most this many earlier turns kept in the prompt; 0 = as many as history_tokens holds",
+    ),
+    "generation.anticipate": (
+        EngineConfig.anticipate,
+        "predgen: also speculate on the model's guess of how the user's sentence ends",
+    ),
+    "generation.anticipate_tokens": (
+        EngineConfig.anticipate_tokens,
+        "anticipation: at most this many tokens of guessed user text",
+    ),
+    "sentence.min_chars": (SentenceRules.min_chars, "shorter first sentences are merged with the next"),
+    "sentence.fallback_chars": (SentenceRules.fallback_chars, "unpunctuated replies are cut at a word boundary here"),
+    "sentence.max_tokens": (SentenceRules.max_tokens, "at most this many tokens before a first sentence is forced"),
+}
 
 
 def _flatten(tree: dict, prefix: str = "") -> dict[str, Any]:

@@ -29,7 +29,7 @@ from diagnostic_msgs.msg import KeyValue
 from std_msgs.msg import Bool, Header, Int16MultiArray, String
 
 from ..audio.asr import BACKENDS, VADS, StreamingAsr, make_recognizer, make_vad
-from ..audio.endpoint import ENDPOINT_SILENCE_S, POLICIES, EndpointConfig, Endpointer, EndpointError
+from ..audio.endpoint import POLICIES, EndpointConfig, Endpointer, EndpointError
 from ..audio.pcm import SAMPLE_RATE, AsrError, chunks, microphone_chunks, read_wav
 from ..audio.text_asr import QuestionError, load_questions, text_partials
 from ..events import Heard
@@ -42,17 +42,29 @@ ASR_PARAMS = {
     "asr.device": ("", "capture device name or index for 'microphone'; empty = system default"),
     "asr.chunk_ms": (100, "audio chunk fed to the recognizer (ms)"),
     "asr.endpoint_silence_s": (
-        ENDPOINT_SILENCE_S,
+        EndpointConfig.silence_s,
         "policy fixed: trailing silence that ends an utterance; fused: the pause when one estimate says complete (s)",
     ),
     "asr.endpoint.policy": (
-        "fixed",
+        EndpointConfig.policy,
         f"when an utterance ends: {' | '.join(POLICIES)} (docs/guide.md#end-of-turn-when-the-user-is-done)",
     ),
-    "asr.endpoint.pause_s": (0.15, "smart_turn, llm, fused: a pause this long asks whether the turn is complete (s)"),
-    "asr.endpoint.max_silence_s": (1.0, "smart_turn, llm, fused: end after this much silence whatever the estimates (s)"),
-    "asr.endpoint.audio_threshold": (0.5, "Smart Turn probability at or above which the turn is complete"),
-    "asr.endpoint.text_threshold": (0.001, "LLM end-of-message probability at or above which the turn is complete"),
+    "asr.endpoint.pause_s": (
+        EndpointConfig.pause_s,
+        "smart_turn, llm, fused: a pause this long asks whether the turn is complete (s)",
+    ),
+    "asr.endpoint.max_silence_s": (
+        EndpointConfig.max_silence_s,
+        "smart_turn, llm, fused: end after this much silence whatever the estimates (s)",
+    ),
+    "asr.endpoint.audio_threshold": (
+        EndpointConfig.audio_threshold,
+        "Smart Turn probability at or above which the turn is complete",
+    ),
+    "asr.endpoint.text_threshold": (
+        EndpointConfig.text_threshold,
+        "LLM end-of-message probability at or above which the turn is complete",
+    ),
     "asr.final_from_partial": (
         True,
         "the final is the last partial, sent at the endpoint; false: the recognizer's closing re-decode (slower, rewrites the partial)",

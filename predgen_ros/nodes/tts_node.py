@@ -23,7 +23,7 @@ from std_msgs.msg import Bool, Header, Int16MultiArray, String
 
 from ..audio.pieces import FIRST_WORDS
 from ..audio.sinks import SINKS, SinkError, make_sink
-from ..audio.tts import PiperSynthesizer, Speech, VoiceError
+from ..audio.tts import CACHE_SIZE, PiperSynthesizer, Speech, VoiceError
 from .common import (
     AUDIO_QOS,
     ERROR,
@@ -45,7 +45,7 @@ TTS_PARAMS = {
     "tts.chunk_ms": (100, "audio chunk handed to the sink (ms); barge-in stops within one chunk"),
     "tts.realtime": (True, "pace the wav/topic/none sinks at real time (robot_speaking lasts as long as the speech)"),
     "tts.barge_in": (True, "stop speaking when a new asr/partial arrives while the robot talks"),
-    "tts.cache_size": (32, "sentences kept synthesized (candidates and recent sentences)"),
+    "tts.cache_size": (CACHE_SIZE, "sentences kept synthesized (candidates and recent sentences)"),
     "tts.presynthesize": (True, "synthesize the opening words of predgen/candidate sentences ahead while idle"),
     "tts.first_words": (
         FIRST_WORDS,
