@@ -61,6 +61,11 @@ def load_questions(path: str | Path | None = None, limit: int | None = None, tur
     return questions[:limit] if limit else questions
 
 
+# The simulated user's speaking rate (bench, the text ASR): 600 characters a minute,
+# about 10 characters a second.
+CHARS_PER_MINUTE = 600.0
+
+
 def partial_at(text: str, chars: int) -> str:
     """What the user has said after `chars` characters: the trailing incomplete word is dropped."""
     said = text[:chars]
@@ -69,7 +74,7 @@ def partial_at(text: str, chars: int) -> str:
     return said.strip()
 
 
-def text_partials(text: str, chars_per_second: float = 10.0) -> tuple[list[tuple[float, str]], float]:
+def text_partials(text: str, chars_per_second: float = CHARS_PER_MINUTE / 60) -> tuple[list[tuple[float, str]], float]:
     """(time, hypothesis) whenever the visible transcript of `text` changes, and t_end.
 
     Time 0 is the start of speech; t_end is the time of the last character.

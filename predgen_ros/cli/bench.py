@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..audio.pieces import FIRST_WORDS
+from ..audio.text_asr import CHARS_PER_MINUTE
 from ..engine.config import POLICIES, ConfigError
 from .options import ENGINE_OPTIONS, MODEL_OPTIONS, add_param_options, check_limit, comma_list, given_params, policy_list
 
@@ -69,7 +70,9 @@ def register(sub) -> None:
         "--policies", type=policy_list, default=list(POLICIES), help="comma-separated, from baseline,preemptive,predgen"
     )
     add_param_options(bench, BENCH_ONLY_OPTIONS)
-    bench.add_argument("--chars-per-minute", type=float, default=600.0, help="speaking rate of the simulated user (default 600)")
+    bench.add_argument(
+        "--chars-per-minute", type=float, default=CHARS_PER_MINUTE, help="user's speaking rate (default %(default)g)"
+    )
     bench.add_argument("--out", type=Path, default=None, help="write summary.json, turns.csv and latency.png here")
     bench.set_defaults(run=cmd_bench)
 
@@ -83,12 +86,8 @@ def register(sub) -> None:
         required=True,
         help="comma-separated KIND[=VALUE][+anticipate], e.g. exact,exact+anticipate,margin=0.25,minp=0.5,topk=3",
     )
-    frontier.add_argument(
-        "--rates", type=comma_list(float), default=[600.0], help="speaking rates (chars/min), one run each (default 600)"
-    )
-    frontier.add_argument(
-        "--history", type=comma_list(int), default=None, help="history budgets in tokens, one run each (default 1024)"
-    )
+    frontier.add_argument("--rates", type=comma_list(float), default=[CHARS_PER_MINUTE], help="speaking rates, one run each")
+    frontier.add_argument("--history", type=comma_list(int), default=None, help="history budgets in tokens, one run each")
     frontier.add_argument(
         "--out",
         type=Path,

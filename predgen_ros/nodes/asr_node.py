@@ -31,7 +31,7 @@ from std_msgs.msg import Bool, Header, Int16MultiArray, String
 from ..audio.asr import BACKENDS, VADS, StreamingAsr, make_recognizer, make_vad
 from ..audio.endpoint import POLICIES, EndpointConfig, Endpointer, EndpointError
 from ..audio.pcm import SAMPLE_RATE, AsrError, chunks, microphone_chunks, read_wav
-from ..audio.text_asr import QuestionError, load_questions, text_partials
+from ..audio.text_asr import CHARS_PER_MINUTE, QuestionError, load_questions, text_partials
 from ..events import Heard
 from .common import ERROR, OK, TEXT_QOS, WARN, ManagedNode, StartupError, run_node, stamp
 from .messages import audio_rate, speech_end
@@ -74,7 +74,7 @@ ASR_PARAMS = {
     "asr.vosk.model_path": ("", "vosk model folder (e.g. vosk-model-small-en-us-0.15); needed for backend vosk"),
     "asr.text.source": ("", "text backend: MT-Bench .jsonl or a text file, one utterance a line; empty = MT-Bench turn 1"),
     "asr.text.limit": (0, "text backend: only the first N utterances; 0 = all"),
-    "asr.text.chars_per_minute": (600.0, "text backend: speaking rate"),
+    "asr.text.chars_per_minute": (CHARS_PER_MINUTE, "text backend: speaking rate"),
     "asr.text.wait_for_reply": (True, "text backend: wait until the robot has answered before the next utterance"),
     "asr.text.reply_timeout_s": (120.0, "text backend: give up waiting for a reply after this long"),
     "asr.text.gap_s": (1.0, "text backend: silence before each utterance (s)"),
