@@ -149,7 +149,9 @@ def sweep_rules() -> list[Rule]:
         rules.append(Rule("smart_turn", pause, max_silence_s=most, audio_threshold=a))
     for pause, most, t in itertools.product(pauses, maxes, text_thresholds):
         rules.append(Rule("llm", pause, max_silence_s=most, text_threshold=t))
-    for pause, one, most, a, t in itertools.product(pauses, (0.35, 0.5, 0.65), maxes, audio_thresholds, text_thresholds):
+    for pause, one, most, a, t in itertools.product(
+        pauses, (0.35, 0.5, 0.55, 0.6, 0.65), maxes, audio_thresholds, text_thresholds
+    ):
         if pause < one < most:
             rules.append(Rule("fused", pause, one, most, a, t))
     return rules
