@@ -15,6 +15,7 @@ class Heard(StrEnum):
     SPEECH_END = "speech_end"  # the end of the voiced audio, just before its final (asr/speech_end)
     END_OF_TURN = "end_of_turn"  # the user is done, the robot may speak (bench: the endpoint delay after the final)
     RESET = "reset"  # forget the conversation
+    PLAYED = "played"  # what the user heard of a reply they cut off (tts/played)
 
 
 class Emission(StrEnum):

@@ -17,6 +17,7 @@ from predgen_ros.nodes.bringup import Graph, default_params_file
 from predgen_ros.nodes.common import TEXT_QOS, stamp
 from predgen_ros.nodes.predgen_node import REPORT_KEYS
 from predgen_ros.nodes.probe import GraphProbe
+from predgen_ros.turn_taking import CUT_OFF_MARK
 
 pytestmark = pytest.mark.graph
 
@@ -156,11 +157,11 @@ def test_bad_input_is_survived_and_the_next_turn_answered(graph):
     assert next_turn["transcript"] == "Name a colour of the sky."
     assert next_turn["first_sentence"]
 
-    # a final without any partial before it is a complete turn of its own
+    # a final without any partial before it is a complete turn of its own (three words: a turn even over the robot)
     reports = len(user.reports)
-    user.final.publish(String(data="Say hello."))
+    user.final.publish(String(data="Please say hello."))
     user.spin_until(lambda: len(user.reports) > reports, graph=g)
-    assert user.reports[-1]["transcript"] == "Say hello."
+    assert user.reports[-1]["transcript"] == "Please say hello."
 
     # the nodes kept publishing 1 Hz health, and predgen_node counted what it ignored
     user.health.clear()
@@ -179,12 +180,15 @@ def test_barge_in_stops_the_reply_and_the_new_utterance_is_answered(graph):
     user.say("Tell me a long story about a robot who learns to paint.", g)
     user.spin_until(lambda: user._speaking and len(user.reports) > before, graph=g)
     reports = len(user.reports)
-    user.partial.publish(String(data="Stop"))  # the user talks over the robot
+    user.partial.publish(String(data="Stop, stop, what"))  # the user talks over the robot: three words are a turn
     user.spin_until(lambda: not user._speaking, timeout=2, graph=g)
-    report = user.turn("Stop. What is two plus two?", g)
-    assert report["transcript"] == "Stop. What is two plus two?" and report["first_sentence"]
-    assert [r["transcript"] for r in user.reports[reports:]] == ["Stop. What is two plus two?"]
-    assert report["history_turns"] == "1"  # what the robot said before the barge-in stays in the history
+    report = user.turn("Stop, stop, what is two plus two?", g)
+    assert report["transcript"] == "Stop, stop, what is two plus two?" and report["first_sentence"]
+    assert [r["transcript"] for r in user.reports[reports:]] == ["Stop, stop, what is two plus two?"]
+    assert report["history_turns"] == "1"  # what the user heard before the barge-in stays in the history
+    first_reply = user.reports[reports - 1]["first_sentence"]
+    heard = report["previous_reply"]
+    assert heard.endswith(CUT_OFF_MARK) and first_reply.startswith(heard[: -len(CUT_OFF_MARK)]), (heard, first_reply)
 
 
 def test_the_same_words_twice_are_two_turns_and_a_redelivered_final_one(graph):

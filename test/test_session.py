@@ -312,6 +312,35 @@ def test_history_is_used_on_the_next_turn(tiny_lm, make_session):
     assert session.turn.prompt_ids == tiny_lm.prompt_ids("and paris", [("hello robot", first_reply)])
 
 
+def test_the_history_keeps_what_the_user_heard_of_a_reply_they_cut_off(tiny_lm, make_session):
+    session = make_session(tiny_lm, policy="predgen", sentence=RULES, max_new_tokens=6, history_turns=2, anticipate=False)
+    run(session, ["hello robot"], "hello robot", [5])
+    session.partial("and paris", 2.0)  # the user talks over the reply: a new turn is being built on it
+    for _ in range(3):
+        session.step()
+    session.reply_heard("Hel—")  # tts_node: this much was played before the barge-in
+    assert session.history[0] == ("hello robot", "Hel—")
+    assert session.turn.previous_reply == "Hel—"
+    assert session.turn.prompt_ids == tiny_lm.prompt_ids("and paris", [("hello robot", "Hel—")])  # rebuilt on it
+    session.final("and paris", 3.0)
+    session.end_of_turn(3.0)
+    while session.has_work():
+        session.step()
+    assert session.history[0] == ("hello robot", "Hel—")
+
+
+def test_a_cut_off_reply_still_being_decoded_ends_as_heard(tiny_lm, make_session):
+    session = make_session(tiny_lm, policy="baseline", sentence=RULES, max_new_tokens=30, max_sentences=4)
+    session.partial("hello robot", 0.0)
+    session.final("hello robot", 1.0)
+    session.end_of_turn(1.0)
+    while session.turn.t_commit is None:
+        session.step()
+    session.reply_heard("Wor—")  # the user cut it off while the rest was decoded
+    session.partial("and paris", 2.0)
+    assert session.history == [("hello robot", "Wor—")]
+
+
 @pytest.mark.parametrize(
     "field, value",
     [

@@ -1,4 +1,4 @@
-"""tts_node alone: real-time speech, barge-in within a chunk, pre-synthesis, audio on a topic."""
+"""tts_node alone: real-time speech, barge-in within a chunk, pauses that resume, pre-synthesis, audio on a topic."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from diagnostic_msgs.msg import DiagnosticArray
 from std_msgs.msg import Bool, Header, Int16MultiArray, String
 
 from predgen_ros.nodes.bringup import Graph, default_params_file
-from predgen_ros.nodes.common import AUDIO_QOS, TEXT_QOS
+from predgen_ros.nodes.common import AUDIO_QOS, TEXT_QOS, seconds
+from predgen_ros.turn_taking import CUT_OFF_MARK
 from predgen_ros.nodes.probe import GraphProbe
 
 pytestmark = pytest.mark.graph
@@ -29,6 +30,14 @@ class Listener:
         self.say = self.node.create_publisher(String, "tts/say", TEXT_QOS)
         self.candidate = self.node.create_publisher(String, "predgen/candidate", TEXT_QOS)
         self.partial = self.node.create_publisher(String, "asr/partial", TEXT_QOS)
+        self.final = self.node.create_publisher(String, "asr/final", TEXT_QOS)
+        self.voice = self.node.create_publisher(Header, "asr/voice", TEXT_QOS)
+        self.played: list[str] = []
+        self.interruptions: list[tuple[float, str]] = []
+        self.node.create_subscription(String, "tts/played", lambda m: self.played.append(m.data), TEXT_QOS)
+        self.node.create_subscription(
+            Header, "tts/interruption", lambda m: self.interruptions.append((seconds(m.stamp), m.frame_id)), TEXT_QOS
+        )
         self.speaking: list[tuple[float, bool]] = []
         self.first_audio: list[str] = []
         self.chunks: list[int] = []
@@ -71,14 +80,19 @@ def test_barge_in_stops_speech_within_a_chunk(tts):
     assert listener.first_audio[-1] == LONG
     time.sleep(1.0)
     t_user = time.time()
-    listener.partial.publish(String(data="wait"))
-    listener.spin_until(lambda: not listener.is_speaking(), timeout=5, graph=graph)
+    listener.partial.publish(String(data="wait what is"))  # three words: a real turn
+    listener.spin_until(lambda: not listener.is_speaking() and listener.played, timeout=5, graph=graph)
     stopped_after = listener.speaking[-1][0] - t_user
     assert stopped_after < 0.35, stopped_after  # one 100 ms chunk, plus DDS delivery both ways
     listener.say.publish(String(data=""))  # predgen_node ends the interrupted reply
     with wave.open(str(wav_dir / "reply_001.wav")) as f:
         played = f.getnframes() / f.getframerate()
     assert 0.9 < played < 1.6, played  # about the second it spoke, not the whole sentence
+    # what the user heard: the sentence's first words, about a second of them, marked as cut off
+    heard = listener.played[-1]
+    assert heard.endswith(CUT_OFF_MARK) and LONG.startswith(heard[: -len(CUT_OFF_MARK)]), heard
+    assert 2 <= len(heard.split()) <= 8, heard
+    assert [what for _, what in listener.interruptions] == ["stop"]
 
     # the next reply is spoken in full
     listener.say.publish(String(data="Of course."))
@@ -88,6 +102,43 @@ def test_barge_in_stops_speech_within_a_chunk(tts):
         assert f.getnframes() / f.getframerate() > 0.4
     # /diagnostics comes once a second: wait for a report made after the barge-in
     listener.spin_until(lambda: int(listener.health[-1]["barge_ins"]) == 1, timeout=5, graph=graph)
+
+
+@pytest.mark.parametrize("tts", ["wav"], indirect=True)
+def test_a_pause_that_resumes_plays_the_rest_of_the_sentence_and_nothing_twice(tts):
+    """The same reply twice, the second time paused by the user's voice for a cough and by
+    an acknowledgement: both replies' audio is the same, sample for sample (the second
+    comes from the cache), and nothing of it was cut or repeated."""
+    graph, listener, wav_dir = tts
+
+    def speak(during=None):
+        replies = [s for _, s in listener.speaking].count(True)
+        listener.say.publish(String(data=LONG))
+        listener.say.publish(String(data=""))
+        listener.spin_until(lambda: [s for _, s in listener.speaking].count(True) > replies, graph=graph)
+        if during:
+            during()
+        listener.spin_until(lambda: not listener.is_speaking(), graph=graph)
+
+    def cough_and_acknowledge():
+        time.sleep(1.0)
+        listener.voice.publish(Header())  # a cough opens an utterance: the voice pauses at once
+        listener.spin_until(lambda: [w for _, w in listener.interruptions] == ["pause"], timeout=5, graph=graph)
+        listener.spin_until(lambda: len(listener.interruptions) == 2, timeout=5, graph=graph)  # no words: resumed after resume_s
+        time.sleep(0.5)
+        listener.voice.publish(Header())
+        listener.partial.publish(String(data="uh"))
+        listener.final.publish(String(data="ah"))  # an acknowledgement: resumed at its final
+
+    speak()
+    speak(cough_and_acknowledge)
+    events = [what for _, what in listener.interruptions]
+    assert events == ["pause", "resume", "pause", "resume"], events
+    silent = listener.interruptions[1][0] - listener.interruptions[0][0]
+    assert 0.6 < silent < 1.5, silent  # tts.resume_s (1 s) after the voice, less the audio the sink still held
+    assert listener.played == [] and listener.first_audio == [LONG, LONG]
+    with wave.open(str(wav_dir / "reply_001.wav")) as plain, wave.open(str(wav_dir / "reply_002.wav")) as paused:
+        assert paused.readframes(paused.getnframes()) == plain.readframes(plain.getnframes())
 
 
 @pytest.mark.parametrize("tts", ["topic"], indirect=True)

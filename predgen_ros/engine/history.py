@@ -36,6 +36,14 @@ class History:
         while self.turns and sum(self._sizes) > self.max_tokens:
             self._drop_oldest(1)
 
+    def hear_last(self, heard: str) -> None:
+        """The newest reply as the user heard it (they cut it off)."""
+        if self.turns:
+            user_text, reply = self.turns[-1]
+            reply_ids = self.lm.encode_reply(heard)
+            self._sizes[-1] += len(reply_ids) - len(self.reply_ids[-1])
+            self.turns[-1], self.reply_ids[-1] = (user_text, heard), reply_ids
+
     def unsay_last(self) -> None:
         """Take back the newest turn (its question was cut off and goes on)."""
         for kept in (self.turns, self.reply_ids, self._sizes):

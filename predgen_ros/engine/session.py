@@ -154,6 +154,16 @@ class Session:
         self.turn.t_end_of_turn = t
         self._set_target(self.turn.user_text)
 
+    def reply_heard(self, heard: str) -> None:
+        """What the user heard of a reply they cut off (tts_node): the history keeps that.
+        The turn that said it may still be open, or a newer one may already be built on it."""
+        if self.phase is Phase.SPEAKING:
+            self.turn.heard_reply = heard  # kept when the turn ends
+            return
+        self._history.hear_last(heard)
+        if self.phase is Phase.SPECULATING and self._target_text and self._ahead.guess is None:
+            self._set_target(self._target_text)  # the prompt holds the history: rebuild it
+
     def reset(self, history: list[tuple[str, str]] = ()) -> None:
         """Forget the history, or start from `history` ((user, reply) turns of a dialogue
         held elsewhere); the KV cache is kept: it is cropped on demand."""
@@ -217,7 +227,7 @@ class Session:
 
     def _finish_turn(self) -> None:
         if self.phase is Phase.SPEAKING:  # interrupted: keep what was said
-            self._history.add(self.turn.user_text, self._reply_text())
+            self._history.add(self.turn.user_text, self.turn.heard_reply or self._reply_text())
         self._start_turn()
 
     def _set_target(self, text: str) -> None:
@@ -231,6 +241,7 @@ class Session:
             self._prompt_changed = True
             self.turn.prompt_ids = prompt
             self.turn.history_turns = len(self._history)
+            self.turn.previous_reply = self._history.turns[-1][1] if self._history.turns else ""
 
     @property
     def _reply_ids(self) -> list[int]:
@@ -396,5 +407,5 @@ class Session:
     def _close_turn(self, reply: str) -> list[tuple[str, str]]:
         self.turn.reply = reply
         self.phase = Phase.DONE
-        self._history.add(self.turn.user_text, reply)
+        self._history.add(self.turn.user_text, self.turn.heard_reply or reply)
         return [(Emission.DONE, reply)]

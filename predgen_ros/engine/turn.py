@@ -36,6 +36,8 @@ class TurnStats:
     jacobi_tokens: int = 0
     prompt_ids: list[int] = field(default_factory=list)
     history_turns: int = 0  # earlier turns in the prompt
+    previous_reply: str = ""  # the newest earlier reply as the prompt holds it (after a barge-in: what was heard)
+    heard_reply: str | None = None  # the user cut this turn's reply off and heard only this much
     first_sentence: str = ""
     first_sentence_ids: list[int] = field(default_factory=list)
     reply: str = ""

@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Event:
-    kind: Heard  # PARTIAL, FINAL, SPEECH_END or RESET
+    kind: Heard  # PARTIAL, FINAL, SPEECH_END, PLAYED or RESET
     text: str = ""  # speech_end: the utterance number ("" when the ASR gives none)
     t: float = 0.0  # speech_end: the end of the user's voiced audio
 
@@ -146,6 +146,8 @@ class EngineWorker:
             self._deliver_final(event)
         elif event.kind is Heard.SPEECH_END:
             self.session.speech_end(event.text or None, event.t)
+        elif event.kind is Heard.PLAYED:
+            self.session.reply_heard(event.text)
         elif event.kind is Heard.RESET:
             self.session.reset()
             self._end_of_turn_at = None

@@ -2,6 +2,8 @@
 
 asr/speech_end       std_msgs/Header      stamp: end of the user's voiced audio; frame_id: the utterance number
 tts/first_audio      std_msgs/Header      stamp: the reply's first chunk reached the sink; frame_id: its sentence
+asr/voice            std_msgs/Header      stamp: the user's voice began (an utterance opens)
+tts/interruption     std_msgs/Header      stamp: the robot's voice fell silent or went on; frame_id: pause, resume or stop
 audio/user, tts/audio std_msgs/Int16MultiArray  mono int16 samples; layout.dim[0].label: the rate, "mono_16000hz"
 turn/end_probability diagnostic_msgs/KeyValue   key: the partial; value: P(the user is done after it)
 """
@@ -30,6 +32,10 @@ def utterance_of(msg: Header) -> str | None:
 
 def first_audio(stamp: Time, sentence: str) -> Header:
     return Header(stamp=stamp, frame_id=sentence)
+
+
+def voice_event(stamp: Time, what: str) -> Header:
+    return Header(stamp=stamp, frame_id=what)
 
 
 def sentence_of(msg: Header) -> str:

@@ -4,6 +4,10 @@ Subscription callbacks only post to the engine worker's mailbox; the worker
 thread runs the model and publishes what each step emits.  One latency report
 per turn goes out on `predgen/latency` once tts_node says when the first audio
 of the reply reached the speaker (`tts/first_audio`).
+
+Speech that begins while the robot talks passes a TurnGate first
+(turn_taking.py): an acknowledgement or a cough makes no turn.  When the user
+cuts a reply off, tts_node's `tts/played` replaces the reply in the history.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import time
 from dataclasses import dataclass, replace
 
 from diagnostic_msgs.msg import DiagnosticArray, KeyValue
-from std_msgs.msg import Header, String
+from std_msgs.msg import Bool, Header, String
 from std_srvs.srv import Trigger
 
 from ..engine.backends.llama import threads_beside_speech
@@ -27,6 +31,7 @@ from ..engine.session import Session
 from ..engine.turn import TurnStats
 from ..engine.worker import EngineWorker, Event
 from ..events import Emission, Heard
+from ..turn_taking import TURN_PARAMS, TurnGate, turn_rules
 from .common import (
     ERROR,
     OK,
@@ -42,7 +47,7 @@ from .common import (
 )
 from .messages import end_probability, sentence_of, utterance_of
 
-PREDGEN_PARAMS = ENGINE_PARAMS
+PREDGEN_PARAMS = {**ENGINE_PARAMS, **TURN_PARAMS}
 # The key-values of each predgen/latency status (docs/guide.md#topics-services-qos).
 REPORT_KEYS = (
     "turn",
@@ -50,6 +55,7 @@ REPORT_KEYS = (
     "transcript",
     "first_sentence",
     "history_turns",
+    "previous_reply",
     "prompt_tokens",
     "t_end_of_speech",
     "t_final_transcript",
@@ -91,6 +97,7 @@ class PredgenNode(ManagedNode):
         self.end_probability_pub = self.create_publisher(KeyValue, "turn/end_probability", TEXT_QOS)
         self.lm: LanguageModel | None = None
         self.session: Session | None = None
+        self.gate: TurnGate | None = None
         self.worker: EngineWorker | None = None
         self._listening = []
         self.turns = 0
@@ -106,6 +113,10 @@ class PredgenNode(ManagedNode):
         try:
             config, model_params = engine_config(self.p)
         except ConfigError as err:
+            raise StartupError(str(err)) from None
+        try:
+            self.gate = TurnGate(turn_rules(self.p))
+        except ValueError as err:
             raise StartupError(str(err)) from None
         if model_params.threads == 0:  # the ASR and the TTS run beside the LLM: leave them a core
             model_params = replace(model_params, threads=threads_beside_speech())
@@ -128,6 +139,8 @@ class PredgenNode(ManagedNode):
             self.create_subscription(Header, "asr/speech_end", self._on_speech_end, TEXT_QOS),
             self.create_subscription(String, "asr/final", self._on_final, TEXT_QOS),
             self.create_subscription(Header, "tts/first_audio", self._on_first_audio, TEXT_QOS),
+            self.create_subscription(Bool, "robot_speaking", self._on_robot_speaking, TEXT_QOS),
+            self.create_subscription(String, "tts/played", self._on_played, TEXT_QOS),
         ]
         config = self.session.config
         self.get_logger().info(
@@ -150,15 +163,30 @@ class PredgenNode(ManagedNode):
         if not msg.data.strip():
             self._ignore("empty asr/partial")
             return
-        self.worker.mailbox.post(Event(Heard.PARTIAL, msg.data, time.time()))
+        if self.gate.partial(msg.data):
+            self.worker.mailbox.post(Event(Heard.PARTIAL, msg.data, time.time()))
 
     def _on_final(self, msg: String) -> None:
         if not msg.data.strip():  # the session falls back to the last partial, if there was one
             self._ignore("empty asr/final (the last partial, if any, stands as the final)")
-        self.worker.mailbox.post(Event(Heard.FINAL, msg.data, time.time()))
+        events = self.gate.final(msg.data, Event(Heard.FINAL, msg.data, time.time()))
+        if not events:
+            self.get_logger().info(f"{msg.data!r} was said over the robot and is no turn (turn.min_words, turn.backchannels)")
+        for event in events:
+            self.worker.mailbox.post(event)
 
     def _on_speech_end(self, msg: Header) -> None:
-        self.worker.mailbox.post(Event(Heard.SPEECH_END, utterance_of(msg) or "", seconds(msg.stamp)))
+        for event in self.gate.speech_end(Event(Heard.SPEECH_END, utterance_of(msg) or "", seconds(msg.stamp))):
+            self.worker.mailbox.post(event)
+
+    def _on_robot_speaking(self, msg: Bool) -> None:
+        if msg.data:
+            self.gate.robot_talks()
+        else:
+            self.gate.robot_silent()
+
+    def _on_played(self, msg: String) -> None:
+        self.worker.mailbox.post(Event(Heard.PLAYED, msg.data))
 
     def _on_reset(self, request, response):
         if self.worker is not None:
@@ -199,6 +227,7 @@ class PredgenNode(ManagedNode):
         self.turns += 1
         report = PendingReport(self.turns, turn)
         if text:
+            self.gate.robot_talks()  # from now, speech over the robot passes the gate only as a turn
             with self._lock:
                 self._pending.append(report)
             self.say_pub.publish(String(data=text))
@@ -234,6 +263,7 @@ class PredgenNode(ManagedNode):
             "transcript": turn.user_text,
             "first_sentence": turn.first_sentence,
             "history_turns": turn.history_turns,
+            "previous_reply": turn.previous_reply,
             "prompt_tokens": len(turn.prompt_ids),
             "t_end_of_speech": t_end,
             "t_final_transcript": turn.t_final,
@@ -267,6 +297,7 @@ class PredgenNode(ManagedNode):
             "mailbox": len(worker.mailbox) if worker else 0,
             "partials_replaced": worker.mailbox.replaced if worker else 0,
             "ignored_messages": self.ignored,
+            "utterances_over_robot_ignored": self.gate.ignored,
             "engine_errors": worker.errors if worker else 0,
             "forward_passes": self.lm.stats.passes,
             "say_subscribers": self.say_pub.get_subscription_count(),  # tts_nodes this node's replies reach

@@ -9,6 +9,13 @@ sentence that was not starts after its opening words are synthesized; the rest
 is synthesized on a second thread while they play (audio/pieces.py).  The time
 the first chunk of each reply reaches the sink goes out on `tts/first_audio`
 (stamp; frame_id = the sentence) for predgen_node's latency report.
+
+While a reply plays, the user's voice and words decide what the voice does
+(turn_taking.py): an acknowledgement lets it go on; with `tts.interruption:
+pause` a cough or a first word pauses it, and it resumes where it paused
+unless a real turn follows; a real turn stops it and drops the rest.  After a
+stop, `tts/played` says what the user heard of the reply (the history keeps
+that), and `tts/interruption` says when the voice paused, resumed or stopped.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from std_msgs.msg import Bool, Header, Int16MultiArray, String
 from ..audio.pieces import FIRST_WORDS
 from ..audio.sinks import SINKS, SinkError, make_sink
 from ..audio.tts import CACHE_SIZE, PiperSynthesizer, Speech, VoiceError
+from ..turn_taking import INTERRUPTIONS, TURN_PARAMS, Voice, VoiceControl, heard_text, turn_rules
 from .common import (
     AUDIO_QOS,
     ERROR,
@@ -35,7 +43,7 @@ from .common import (
     run_node,
     stamp,
 )
-from .messages import audio_chunk, first_audio
+from .messages import audio_chunk, first_audio, voice_event
 
 TTS_PARAMS = {
     "tts.voice_path": ("", "Piper voice .onnx (its .onnx.json beside it); empty = embedded en_US joe medium"),
@@ -44,7 +52,14 @@ TTS_PARAMS = {
     "tts.device": ("", "output device name or index for the speaker sink; empty = system default"),
     "tts.chunk_ms": (100, "audio chunk handed to the sink (ms); barge-in stops within one chunk"),
     "tts.realtime": (True, "pace the wav/topic/none sinks at real time (robot_speaking lasts as long as the speech)"),
-    "tts.barge_in": (True, "stop speaking when a new asr/partial arrives while the robot talks"),
+    "tts.barge_in": (True, "let the user interrupt the robot (false: it always speaks its reply to the end)"),
+    "tts.interruption": (
+        "pause",
+        f"{' | '.join(INTERRUPTIONS)}: a real turn over the robot stops it; with pause, the user's voice or a short partial "
+        "pauses it and it resumes where it paused unless a turn follows",
+    ),
+    "tts.resume_s": (1.0, "pause: resume when this long passes after the last sound without a turn"),
+    **TURN_PARAMS,
     "tts.cache_size": (CACHE_SIZE, "sentences kept synthesized (candidates and recent sentences)"),
     "tts.presynthesize": (True, "synthesize the opening words of predgen/candidate sentences ahead while idle"),
     "tts.first_words": (
@@ -62,6 +77,8 @@ class TtsNode(ManagedNode):
         self.audio_pub = self.create_publisher(Int16MultiArray, "tts/audio", AUDIO_QOS) if self.p["tts.sink"] == "topic" else None
         self.speaking_pub = self.create_publisher(Bool, "robot_speaking", TEXT_QOS)
         self.first_audio_pub = self.create_publisher(Header, "tts/first_audio", TEXT_QOS)
+        self.played_pub = self.create_publisher(String, "tts/played", TEXT_QOS)
+        self.interruption_pub = self.create_publisher(Header, "tts/interruption", TEXT_QOS)
         self.synth: PiperSynthesizer | None = None
         self.sink = None
         self.player: threading.Thread | None = None
@@ -72,6 +89,10 @@ class TtsNode(ManagedNode):
         self.replies = 0
         self.sentences = 0
         self.barge_ins = 0
+        self.pauses = 0
+        self.resumes = 0
+        self.voice_control: VoiceControl | None = None
+        self._played: list[tuple[str, float]] = []  # this reply's pieces so far: (text, share of its audio played)
         self.sink_errors = 0
         self.error_reply = 0  # the reply whose audio failed, for diagnostics
         self.last_error = ""
@@ -99,6 +120,10 @@ class TtsNode(ManagedNode):
         except SinkError as err:
             raise StartupError(str(err)) from None
         self.chunk = max(1, int(self.synth.sample_rate * self.p["tts.chunk_ms"] / 1000))
+        try:
+            self.voice_control = VoiceControl(turn_rules(self.p), self.p["tts.interruption"], self.p["tts.resume_s"])
+        except ValueError as err:
+            raise StartupError(str(err)) from None
         self._ahead = ThreadPoolExecutor(1, thread_name_prefix="tts-ahead")
 
     def activate(self) -> None:
@@ -111,7 +136,9 @@ class TtsNode(ManagedNode):
         self._listening = [
             self.say_sub,
             self.create_subscription(String, "predgen/candidate", self._on_candidate, TEXT_QOS),
-            self.create_subscription(String, "asr/partial", self._on_user_speech, TEXT_QOS),
+            self.create_subscription(String, "asr/partial", self._on_user_partial, TEXT_QOS),
+            self.create_subscription(String, "asr/final", self._on_user_final, TEXT_QOS),
+            self.create_subscription(Header, "asr/voice", self._on_user_voice, TEXT_QOS),
         ]
 
     def deactivate(self) -> None:
@@ -149,9 +176,23 @@ class TtsNode(ManagedNode):
                 self._candidate = msg.data.strip()  # latest wins
                 self._ready.notify()
 
-    def _on_user_speech(self, msg: String) -> None:
-        if self.speaking and self.p["tts.barge_in"] and msg.data.strip():
-            self._barge.set()
+    def _on_user_partial(self, msg: String) -> None:
+        self._react(lambda control: control.partial(msg.data))
+
+    def _on_user_final(self, msg: String) -> None:
+        self._react(lambda control: control.final(msg.data))
+
+    def _on_user_voice(self, msg: Header) -> None:
+        self._react(lambda control: control.voice())
+
+    def _react(self, decide) -> None:
+        """Apply VoiceControl's decision while a reply plays; the player acts within one chunk."""
+        if not (self.speaking and self.p["tts.barge_in"]):
+            return
+        with self._ready:
+            if decide(self.voice_control) is Voice.STOP:
+                self._barge.set()
+            self._ready.notify_all()
 
     # --------------------------------------------------------------- player
     def _play_forever(self) -> None:
@@ -185,33 +226,60 @@ class TtsNode(ManagedNode):
         pieces = [sentence] if self._in_reply else self.synth.pieces(sentence)
         opening = self.synth.synthesize(pieces[0])
         rest = self._ahead.submit(self.synth.synthesize, pieces[1]) if len(pieces) > 1 else None
-        if not self._play(opening, sentence):
+        if not self._play(opening, pieces[0], sentence):
             return
-        if rest is not None and not self._play(rest.result(), sentence):
+        if rest is not None and not self._play(rest.result(), pieces[1], sentence):
             return
         self.sentences += 1
 
-    def _play(self, speech: Speech, sentence: str) -> bool:
-        """Hand `speech` to the sink chunk by chunk; False when the user barged in."""
+    def _play(self, speech: Speech, piece: str, sentence: str) -> bool:
+        """Hand `speech` (the audio of `piece`, part of `sentence`) to the sink chunk by
+        chunk, holding while paused; False when the user barged in."""
         first = not self._in_reply
         if first:
             self._begin_reply()
-        for start in range(0, len(speech.samples), self.chunk):
+        total = len(speech.samples)
+        for start in range(0, total, self.chunk):
+            self._hold_while_paused()
             if self._barge.is_set():
                 if not self._stopping.is_set():
-                    self._interrupt()
+                    self._interrupt((piece, start / max(1, total)))
                 return False
             if first:
                 self.first_audio_pub.publish(first_audio(stamp(time.time()), sentence))
                 first = False
             self.sink.play(speech.samples[start : start + self.chunk])
-            self._pace(min(self.chunk, len(speech.samples) - start) / speech.sample_rate)
+            self._pace(min(self.chunk, total - start) / speech.sample_rate)
+        self._played.append((piece, 1.0))
         return True
+
+    def _hold_while_paused(self) -> None:
+        """Wait out a pause (tts.interruption: pause) until it resumes or turns into a stop."""
+        with self._ready:
+            if not self.voice_control.paused:
+                return
+            self.pauses += 1
+            self._announce("pause")
+            while self.voice_control.paused and not self._barge.is_set() and not self._stopping.is_set():
+                if self.voice_control.due() is Voice.RESUME:
+                    break
+                self._ready.wait(max(0.01, self.voice_control.resume_at - time.time()))
+            if self._barge.is_set():
+                return  # the stop is announced by _interrupt
+            self.resumes += 1
+        self._announce("resume")
+        self._play_until = time.time()  # pacing starts again from now
+
+    def _announce(self, what: str) -> None:
+        """tts/interruption: when the audio handed to the sink falls silent (pause, stop) or goes on (resume)."""
+        at = time.time() if what == "resume" else max(time.time(), self._play_until)
+        self.interruption_pub.publish(voice_event(stamp(at), what))
 
     def _begin_reply(self) -> None:
         self.replies += 1
         self._in_reply = True
         self._barge.clear()
+        self._played = []
         self._play_until = time.time()
         self._publish_speaking(True)
         self.sink.begin(f"reply_{self.replies:03d}", self.synth.sample_rate)
@@ -243,10 +311,14 @@ class TtsNode(ManagedNode):
             self._publish_speaking(False)
             release_free_memory()
 
-    def _interrupt(self) -> None:
-        """Barge-in: stop within one chunk and drop the rest of this reply."""
+    def _interrupt(self, cut: tuple[str, float]) -> None:
+        """Barge-in: stop within one chunk, drop the rest of this reply, and say what
+        the user heard of it (`cut`: the piece playing and the share of it played)."""
         self.barge_ins += 1
-        self.get_logger().info("barge-in: the user speaks, speech stopped")
+        self._announce("stop")
+        heard = heard_text([*self._played, cut])
+        self.get_logger().info(f"barge-in: the user speaks, speech stopped after {heard!r}")
+        self.played_pub.publish(String(data=heard))
         self._discarding = True
         self._close_reply()
 
@@ -279,6 +351,8 @@ class TtsNode(ManagedNode):
             "cached_sentences": len(self.synth),
             "cache_hits": self.synth.hits,
             "barge_ins": self.barge_ins,
+            "pauses": self.pauses,
+            "resumes": self.resumes,
             "audio_errors": self.sink_errors,
             "say_publishers": self.say_sub.get_publisher_count() if self.say_sub else 0,  # 0: no predgen_node found yet
         }
