@@ -12,8 +12,8 @@ from std_msgs.msg import Bool, Header, Int16MultiArray, String
 
 from predgen_ros.nodes.bringup import Graph, default_params_file
 from predgen_ros.nodes.common import AUDIO_QOS, TEXT_QOS, seconds
-from predgen_ros.turn_taking import CUT_OFF_MARK
 from predgen_ros.nodes.probe import GraphProbe
+from predgen_ros.turn_taking import CUT_OFF_MARK
 
 pytestmark = pytest.mark.graph
 
