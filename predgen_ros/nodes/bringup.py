@@ -37,6 +37,12 @@ def node_for(parameter: str) -> str:
     return {"asr": "asr_node", "tts": "tts_node"}.get(group, "predgen_node")
 
 
+def nodes_for(parameter: str) -> tuple[str, ...]:
+    """Every node that declares `parameter`: the turn-taking rules (turn.*) are both
+    predgen_node's and tts_node's, so that they judge speech over the robot alike."""
+    return ("predgen_node", "tts_node") if parameter.startswith("turn.") else (node_for(parameter),)
+
+
 def ros_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -50,7 +56,7 @@ def ros_value(value: Any) -> str:
 def node_command(node: str, params_file: Path, overrides: dict[str, Any]) -> list[str]:
     command = [sys.executable, "-m", f"predgen_ros.nodes.{node}", "--ros-args", "--params-file", str(params_file)]
     for name, value in overrides.items():
-        if node_for(name) == node or name == "autostart":
+        if node in nodes_for(name) or name == "autostart":
             command += ["-p", f"{name}:={ros_value(value)}"]
     return command
 

@@ -50,7 +50,7 @@ TTS_PARAMS = {
     "tts.sink": ("speaker", f"{' | '.join(SINKS)}"),
     "tts.wav_dir": ("predgen_speech", "folder for the WAV files of the wav sink (one file per reply)"),
     "tts.device": ("", "output device name or index for the speaker sink; empty = system default"),
-    "tts.chunk_ms": (100, "audio chunk handed to the sink (ms); barge-in stops within one chunk"),
+    "tts.chunk_ms": (50, "audio chunk handed to the sink (ms); a pause or a barge-in silences the voice within two chunks"),
     "tts.realtime": (True, "pace the wav/topic/none sinks at real time (robot_speaking lasts as long as the speech)"),
     "tts.barge_in": (True, "let the user interrupt the robot (false: it always speaks its reply to the end)"),
     "tts.interruption": (

@@ -1,0 +1,84 @@
+"""`make-interruption-bag` and `eval-interruptions`: speech and noise over the robot, made and replayed."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from ..engine.config import ConfigError
+from .options import add_set_option, check_limit, comma_list, params_file_or_default
+
+
+def _default_bag() -> Path:
+    cache = Path(os.environ.get("PREDGEN_ROS_CACHE", Path.home() / ".cache" / "predgen_ros"))
+    return cache / "bags" / "interruptions"
+
+
+def register(sub) -> None:
+    make = sub.add_parser(
+        "make-interruption-bag",
+        help="robot requests, each with an acknowledgement, a noise burst or a barge-in to come while the robot answers",
+    )
+    make.add_argument("--per-kind", type=int, default=20, help="trials of each kind (default 20)")
+    make.add_argument("--seed", type=int, default=0, help="which requests, events and times (default 0)")
+    make.add_argument("--out", type=Path, default=None, help="bag folder (default ~/.cache/predgen_ros/bags/interruptions)")
+    make.set_defaults(run=cmd_make)
+
+    ev = sub.add_parser("eval-interruptions", help="replay the interruption bag through the live graph, once per policy")
+    ev.add_argument("--bag", type=Path, default=None, help="bag made by make-interruption-bag (default: its default folder)")
+    ev.add_argument("--policies", type=comma_list(str), default=["pause", "stop"], help="from pause, stop (default both)")
+    ev.add_argument("--out", type=Path, default=Path("interruptions-out"), help="output folder (default interruptions-out)")
+    ev.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file (default: config/predgen.yaml)")
+    ev.add_argument("--limit", type=int, default=None, help="only the first N trials")
+    add_set_option(ev, "any node parameter (repeatable)")
+    ev.set_defaults(run=cmd_eval)
+
+
+def cmd_make(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from ..audio.text_asr import load_questions
+    from ..eval.interruption_bag import KINDS, ROBOT_QUESTIONS, make_interruption_bag
+
+    if args.per_kind < 1:
+        raise ConfigError(f"--per-kind must be >= 1, got {args.per_kind}")
+    out = args.out or _default_bag()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tqdm(total=args.per_kind * len(KINDS), desc="make-interruption-bag", unit="trial") as bar:
+        trials = make_interruption_bag(
+            out, [q.text for q in load_questions(ROBOT_QUESTIONS)], args.per_kind, args.seed, progress=bar.update
+        )
+    print(f"wrote {out}: {len(trials)} trials ({args.per_kind} each of {', '.join(KINDS)})")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from ..eval.interruption_bag import read_interruption_bag
+    from ..eval.interruptions import POLICIES, format_summary, run_policy, summarize, write_results
+
+    unknown = [p for p in args.policies if p not in POLICIES]
+    if unknown:
+        raise ConfigError(f"--policies: unknown {', '.join(unknown)} (choose from {', '.join(POLICIES)})")
+    check_limit(args.limit)
+    params_file = params_file_or_default(args.params)
+    trials = read_interruption_bag(args.bag or _default_bag(), args.limit)  # a bad bag fails before any node starts
+    args.out.mkdir(parents=True, exist_ok=True)
+    import rclpy
+
+    results = []
+    rclpy.init()
+    try:
+        with tqdm(total=len(trials) * len(args.policies), desc="eval-interruptions", unit="trial") as bar:
+            for policy in args.policies:
+                bar.set_postfix_str(policy)
+                results += run_policy(policy, trials, params_file, args.out, dict(args.set), bar.update)
+    finally:
+        rclpy.try_shutdown()
+    summary = summarize(results)
+    write_results(args.out, results, summary)
+    print(format_summary(summary))
+    print(f"wrote {args.out}/report.md, summary.json, trials.json")
+    return 0

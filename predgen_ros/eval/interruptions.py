@@ -1,0 +1,290 @@
+"""`predgen-ros eval-interruptions`: the interruption bag through the live graph, once per policy.
+
+asr_node hears a continuous 16 kHz stream on `audio/user` (silence between the
+clips), with `asr.mute_while_robot_speaks: false` as on a robot with echo
+cancellation.  Per trial: the history is cleared, the request is played, and
+once the robot's first audio is out and `after_s` has passed, the event.  Then
+the trial waits for the reply to end (and, after a barge-in, for the answer to
+the new request).  Scored from what the graph published:
+
+  false stop      an acknowledgement or a burst ended the reply (`tts/interruption` stop)
+  resumed pause   the voice paused and went on
+  new turn        predgen_node answered an acknowledgement or a burst (a latency report after it)
+  missed          a barge-in the robot talked over (no pause or stop after it)
+  time to silence from the barge-in's first voiced sample to the pause or stop (when the
+                  audio handed to the sink ran out)
+  answered        the barge-in got a reply of its own
+  history         the answer's prompt held, as the earlier reply, exactly what tts/played said was heard
+  reply lost      a request without its whole reply: none came, a false stop, or a barge-in left unanswered
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..audio.pcm import SAMPLE_RATE
+from ..nodes.bringup import Graph
+from ..nodes.probe import GraphProbe
+from .interruption_bag import KINDS, Trial
+from .records import percentile
+
+CHUNK_S = 0.1
+NODES = ("asr_node", "predgen_node", "tts_node")
+REPLY_TIMEOUT_S = 60.0
+REACTION_S = 0.3  # an event whose onset came later than this before the reply's natural end was not over the robot
+# The interruption policies compared: the default, and the behaviour before turn-taking.
+POLICIES = {
+    "pause": {"tts.interruption": "pause"},
+    "stop": {"tts.interruption": "stop", "turn.min_words": 1, "turn.backchannels": ""},
+}
+GRAPH_OVERRIDES = {
+    "asr.backend": "pocketsphinx",
+    "asr.input": "topic",
+    "asr.mute_while_robot_speaks": False,
+    "tts.sink": "none",
+    "tts.realtime": True,
+}
+
+
+@dataclass
+class TrialResult:
+    policy: str
+    number: int
+    kind: str
+    question: str
+    event: str
+    spoke: bool = False  # the robot answered the request
+    event_over_speech: bool = False  # the robot's voice reacted to the event, or spoke on for REACTION_S after its onset
+    paused: bool = False
+    resumed: bool = False
+    stopped: bool = False
+    new_turn: str = ""  # the transcript of a turn made after the event, if any
+    silence_s: float | None = None  # barge-in: the event's onset to the pause or stop
+    answered: bool = False
+    played: str = ""  # tts/played after the stop
+    history: str = ""  # the answer's previous_reply
+
+    @property
+    def false_stop(self) -> bool:
+        return self.kind != "barge_in" and self.stopped
+
+    @property
+    def lost(self) -> bool:
+        """A request left without its whole reply: none came, an acknowledgement or a burst
+        stopped it, or a barge-in got no answer."""
+        if not self.spoke:
+            return True
+        return self.false_stop if self.kind != "barge_in" else (self.event_over_speech and not self.answered)
+
+    @property
+    def history_matches(self) -> bool:
+        return bool(self.played) and self.history == self.played
+
+
+class AudioFeed:
+    """A live microphone stand-in: 100 ms chunks on `audio/user` at real time, silence
+    unless a clip is queued; `play` returns when the clip's first chunk went out."""
+
+    def __init__(self, node):
+        from std_msgs.msg import Int16MultiArray
+
+        from ..nodes.common import TEXT_QOS
+
+        self.pub = node.create_publisher(Int16MultiArray, "audio/user", TEXT_QOS)
+        self._chunks: deque = deque()
+        self._started: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from ..nodes.messages import audio_chunk
+
+        size = int(CHUNK_S * SAMPLE_RATE)
+        silence = np.zeros(size, dtype=np.int16)
+        t = time.time()
+        while not self._stop.is_set():
+            t += CHUNK_S
+            self._stop.wait(max(0.0, t - time.time()))
+            clip, chunk = self._chunks.popleft() if self._chunks else (None, silence)
+            self.pub.publish(audio_chunk(chunk, SAMPLE_RATE))
+            if clip is not None and clip not in self._started:
+                self._started[clip] = time.time() - CHUNK_S  # the chunk's audio began a chunk ago
+
+    def play(self, pcm: np.ndarray) -> float:
+        """Queue `pcm`; the wall time its first sample reached asr_node's stream."""
+        clip = id(pcm)
+        size = int(CHUNK_S * SAMPLE_RATE)
+        for start in range(0, len(pcm), size):
+            piece = pcm[start : start + size]
+            self._chunks.append((clip, np.pad(piece, (0, size - len(piece)))))
+        while clip not in self._started:
+            time.sleep(0.01)
+        return self._started.pop(clip)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(1.0)
+
+
+class Recorder(GraphProbe):
+    """Records what the graph says about the robot's voice and its turns."""
+
+    def __init__(self):
+        from diagnostic_msgs.msg import DiagnosticArray
+        from std_msgs.msg import Bool, Header, String
+        from std_srvs.srv import Trigger
+
+        from ..nodes.common import TEXT_QOS, seconds
+
+        super().__init__("predgen_interruptions")
+        self.speaking: list[tuple[float, bool]] = []
+        self.voice: list[tuple[float, str]] = []  # tts/interruption: (when the audio fell silent or went on, what)
+        self.played: list[str] = []
+        self.reports: list[dict[str, str]] = []
+        self.reset = self.node.create_client(Trigger, "/predgen_node/reset")
+        sub = self.node.create_subscription
+        sub(Bool, "robot_speaking", lambda m: self.speaking.append((time.time(), m.data)), TEXT_QOS)
+        sub(Header, "tts/interruption", lambda m: self.voice.append((seconds(m.stamp), m.frame_id)), TEXT_QOS)
+        sub(String, "tts/played", lambda m: self.played.append(m.data), TEXT_QOS)
+        sub(DiagnosticArray, "predgen/latency", self._on_report, TEXT_QOS)
+
+    def _on_report(self, msg) -> None:
+        self.reports += [{kv.key: kv.value for kv in s.values} for s in msg.status]
+
+    @property
+    def is_speaking(self) -> bool:
+        return bool(self.speaking) and self.speaking[-1][1]
+
+    def clear_history(self) -> None:
+        from std_srvs.srv import Trigger
+
+        future = self.reset.call_async(Trigger.Request())
+        self.spin_until(future.done, 30, "/predgen_node/reset")
+
+
+def run_trial(rec: Recorder, feed: AudioFeed, policy: str, trial: Trial, question: np.ndarray, event: np.ndarray) -> TrialResult:
+    result = TrialResult(policy, trial.number, trial.kind, trial.question, trial.event)
+    rec.clear_history()
+    reports, voice, played = len(rec.reports), len(rec.voice), len(rec.played)
+    feed.play(question)
+    if not rec.wait_for(lambda: rec.is_speaking, REPLY_TIMEOUT_S):
+        return result
+    result.spoke = True
+    rec.spin_for(trial.after_s)
+    speaking = len(rec.speaking)
+    onset = feed.play(event) + trial.onset_s
+    if trial.kind == "barge_in":  # its answer: a report for a turn after the onset, then the robot silent again
+        answer = lambda: [r for r in rec.reports[reports:] if float(r["t_final_transcript"]) > onset]  # noqa: E731
+        rec.wait_for(lambda: bool(answer()) and not rec.is_speaking, REPLY_TIMEOUT_S)
+    else:  # the reply plays out; then a little longer, for a turn the event might have made
+        rec.wait_for(lambda: not rec.is_speaking, REPLY_TIMEOUT_S)
+        rec.spin_for(1.5)
+    after = [(t, what) for t, what in rec.voice[voice:] if t >= onset - CHUNK_S]
+    kinds = [what for _, what in after]
+    result.paused, result.stopped = "pause" in kinds, "stop" in kinds
+    result.resumed = "pause" in kinds and "resume" in kinds[kinds.index("pause") :]
+    silenced = [t for t, what in after if what in ("pause", "stop")]
+    ended = [t for t, on in rec.speaking[speaking:] if not on]
+    result.event_over_speech = bool(silenced) or (bool(ended) and ended[0] - onset >= REACTION_S)
+    turns = [r for r in rec.reports[reports:] if float(r["t_final_transcript"]) > onset]
+    result.new_turn = turns[0]["transcript"] if turns else ""
+    if trial.kind == "barge_in":
+        result.silence_s = silenced[0] - onset if silenced else None
+        result.answered = bool(turns and turns[0]["first_sentence"])
+        result.played = rec.played[-1] if len(rec.played) > played else ""
+        result.history = turns[0]["previous_reply"] if turns else ""
+    return result
+
+
+def run_policy(policy: str, trials, params_file: Path, out: Path, extra: dict, progress=None) -> list[TrialResult]:
+    overrides = {**GRAPH_OVERRIDES, **extra, **POLICIES[policy]}
+    results = []
+    with open(out / f"{policy}.log", "w") as log, Graph(params_file, overrides, nodes=NODES, log=log) as graph:
+        rec = Recorder()
+        rec.graph = graph
+        rec.wait_active(NODES)
+        rec.spin_until(lambda: rec.reset.service_is_ready() and rec.node.count_subscribers("audio/user") > 0, 120, "the graph")
+        feed = AudioFeed(rec.node)
+        try:
+            rec.spin_for(2.0)  # asr_node hears silence first; discovery settles both ways
+            for trial, question, event in trials:
+                results.append(run_trial(rec, feed, policy, trial, question, event))
+                if progress:
+                    progress()
+        finally:
+            feed.close()
+            rec.close()
+    return results
+
+
+def summarize(results: list[TrialResult]) -> dict:
+    """Per policy: the counts of the module docstring, over events that came while the robot spoke."""
+    summary = {}
+    for policy in dict.fromkeys(r.policy for r in results):
+        mine = [r for r in results if r.policy == policy and r.spoke and r.event_over_speech]
+        row = {"trials": sum(r.policy == policy for r in results), "scored": len(mine)}
+        for kind in KINDS:
+            of_kind = [r for r in mine if r.kind == kind]
+            n = len(of_kind) or 1
+            if kind == "barge_in":
+                silences = [r.silence_s for r in of_kind if r.silence_s is not None]
+                row[kind] = {
+                    "events": len(of_kind),
+                    "missed": sum(not r.stopped for r in of_kind),
+                    "silence_p50_s": percentile(silences, 0.5),
+                    "silence_p90_s": percentile(silences, 0.9),
+                    "answered": sum(r.answered for r in of_kind),
+                    "history_matches": sum(r.history_matches for r in of_kind),
+                }
+            else:
+                row[kind] = {
+                    "events": len(of_kind),
+                    "false_stops": sum(r.false_stop for r in of_kind),
+                    "false_stop_rate": sum(r.false_stop for r in of_kind) / n,
+                    "paused": sum(r.paused for r in of_kind),
+                    "resumed": sum(r.resumed for r in of_kind),
+                    "new_turns": sum(bool(r.new_turn) for r in of_kind),
+                }
+        row["lost_replies"] = sum(r.lost for r in results if r.policy == policy)
+        summary[policy] = row
+    return summary
+
+
+def format_summary(summary: dict) -> str:
+    def fmt(x):
+        return "-" if x is None else f"{x:.3f}"
+
+    lines = [
+        "| policy | acknowledgements: false stops | resumed pauses | new turns | bursts: false stops | resumed pauses | "
+        "new turns | barge-ins: missed | silence p50 / p90 (s) | answered | history = played | replies lost |",
+        "|---|" + "---:|" * 11,
+    ]
+    for policy, row in summary.items():
+        a, b, c = row["backchannel"], row["burst"], row["barge_in"]
+        lines.append(
+            f"| {policy} | {a['false_stops']}/{a['events']} ({a['false_stop_rate']:.0%}) | {a['resumed']} | {a['new_turns']} "
+            f"| {b['false_stops']}/{b['events']} ({b['false_stop_rate']:.0%}) | {b['resumed']} | {b['new_turns']} "
+            f"| {c['missed']}/{c['events']} | {fmt(c['silence_p50_s'])} / {fmt(c['silence_p90_s'])} "
+            f"| {c['answered']}/{c['events']} | {c['history_matches']}/{c['events']} | {row['lost_replies']} |"
+        )
+    return "\n".join(lines)
+
+
+def write_results(out: Path, results: list[TrialResult], summary: dict) -> None:
+    rows = [{**asdict(r), "false_stop": r.false_stop, "history_matches": r.history_matches, "lost": r.lost} for r in results]
+    (out / "trials.json").write_text(json.dumps(rows, indent=1, ensure_ascii=False))
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    (out / "report.md").write_text(
+        "# Speech over the robot, through the live graph\n\n"
+        "Scored over the events that began while the robot spoke (see `predgen_ros/eval/interruptions.py`).\n\n"
+        + format_summary(summary)
+        + "\n"
+    )
