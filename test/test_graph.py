@@ -40,6 +40,8 @@ class FakeUser:
         self.node.create_subscription(DiagnosticArray, "predgen/latency", self._on_report, TEXT_QOS)
         self.node.create_subscription(Bool, "robot_speaking", self._on_speaking, TEXT_QOS)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_health, 10)
+        self.played: list[str] = []  # tts/played: what the user heard of a reply they cut off
+        self.node.create_subscription(String, "tts/played", lambda msg: self.played.append(msg.data), TEXT_QOS)
 
     def _on_report(self, msg):
         self.reports += [{kv.key: kv.value for kv in s.values} for s in msg.status]
@@ -188,6 +190,7 @@ def test_barge_in_stops_the_reply_and_the_new_utterance_is_answered(graph):
     assert report["history_turns"] == "1"  # what the user heard before the barge-in stays in the history
     first_reply = user.reports[reports - 1]["first_sentence"]
     heard = report["previous_reply"]
+    assert heard == user.played[-1]  # the history's reply is exactly what tts_node played
     assert heard.endswith(CUT_OFF_MARK) and first_reply.startswith(heard[: -len(CUT_OFF_MARK)]), (heard, first_reply)
 
 

@@ -46,6 +46,12 @@ def register(sub) -> None:
     make_bag.add_argument("--seed", type=int, default=0, help="which questions hesitate, where and how long (default 0)")
     make_bag.set_defaults(run=cmd_make_bag)
 
+    phases = sub.add_parser(
+        "phases", help="where an eval's silence went: endpoint, LLM after the final, TTS after the commit (table and phases.png)"
+    )
+    phases.add_argument("folder", type=Path, help="an eval --out folder (its turns.csv and recorded_<run>/ bags)")
+    phases.set_defaults(run=cmd_phases)
+
     info = sub.add_parser("bag-info", help="summary of a bag, like `ros2 bag info`")
     info.add_argument("bag", type=Path, help="bag folder (or its .mcap file)")
     info.set_defaults(run=cmd_bag_info)
@@ -126,6 +132,19 @@ def cmd_make_bag(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_phases(args: argparse.Namespace) -> int:
+    from ..eval.bags import BagError
+    from ..eval.phases import format_phase_table, phase_summary, phases_of_eval_folder, plot_phases
+
+    if not (args.folder / "turns.csv").is_file():
+        raise BagError(f"{args.folder}: no turns.csv: give the --out folder of a finished `predgen-ros eval`")
+    runs = phases_of_eval_folder(args.folder)
+    print(format_phase_table(phase_summary(runs)))
+    plot_phases(args.folder / "phases.png", runs)
+    print(f"wrote {args.folder}/phases.png")
+    return 0
+
+
 def cmd_bag_info(args: argparse.Namespace) -> int:
     from ..eval.bags import bag_summary
 
@@ -141,6 +160,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from ..eval.endpoints import format_endpoint_table
     from ..eval.evaluate import graph_runs, run_eval
     from ..eval.live_asr import endpoint_overrides
+    from ..eval.phases import format_phase_table
     from ..eval.replay import EvalSettings, load_replay
     from ..eval.report import format_duration_table, format_table
 
@@ -174,9 +194,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     print(f"\nASR revision rate {summary['revision_rate']:.1%}, word error rate {summary['wer']:.1%}")
     print(format_table({name: summary[name] for name in names}))
     print(format_duration_table(summary["_by_duration"]))
+    print(format_phase_table(summary["phases"]))
     if "endpoint_policies" in summary:
         print(format_endpoint_table(summary["endpoint_policies"]))
-    print(f"wrote {args.out}/report.md, summary.json, turns.csv, latency.png, recorded_<policy>/")
+    print(f"wrote {args.out}/report.md, summary.json, turns.csv, latency.png, phases.png, recorded_<policy>/")
     unanswered = [r for r in records if not r.answered]
     for r in unanswered:
         print(f"eval: question {r.qid} got no reply from {r.policy}: {r.no_reply}", file=sys.stderr)

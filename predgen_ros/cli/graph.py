@@ -88,6 +88,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         reports_by_question,
         run_demo,
     )
+    from ..eval.phases import TurnPhases, format_phase_table, phase_summary, plot_phases
 
     check_limit(args.limit)
     params_file = params_file_or_default(args.params)
@@ -99,12 +100,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(latency_table(questions, answers))
     print("\nconversation (docs/results/conversations.md): repeated openings, history copy, first sentence as baseline's")
     print(measures_table(conversation_measures(answers, _tokenizer_encode())))
+    phases = {
+        policy: [TurnPhases.of_report(str(i), r) for i, r in enumerate(rows, 1) if r is not None]
+        for policy, rows in answers.items()
+    }
+    print(
+        "\nwhere the silence goes (endpoint: the final after the end of speech; LLM: the commit after it; TTS: the first audio after that):"
+    )
+    print(format_phase_table(phase_summary(phases)))
+    plot_phases(args.out / "phases.png", phases)
     last = list(answers)[-1]
     print(f"\n{last}'s answers:")
     for i, (question, report) in enumerate(zip(questions, answers[last]), 1):
         print(f"{i:>3}  {question}\n     -> {report['reply'] if report else '(no reply)'}")
     print(
-        f"replies: {args.out}/<policy>/reply_NNN.wav; reports: {args.out}/reports.json; node logs: {args.out}/graph-<policy>.log"
+        f"replies: {args.out}/<policy>/reply_NNN.wav; reports: {args.out}/reports.json; phases: {args.out}/phases.png; "
+        f"node logs: {args.out}/graph-<policy>.log"
     )
     unanswered = [(policy, i + 1) for policy, rows in answers.items() for i, report in enumerate(rows) if report is None]
     for policy, turn in unanswered:

@@ -18,9 +18,17 @@ OPTIONAL_COUNTS = ("final_accepted", "final_candidate")  # None: no candidate wa
 SECONDS = ("input_llm_s", "decode_s")
 
 
-def latencies(t_end: float, t_commit: float, t_first_audio: float) -> dict[str, float]:
-    """Audio latency (to the first audio of the reply) and time to first sentence (to its commit)."""
-    return {"audio_latency_s": t_first_audio - t_end, "ttfs_s": t_commit - t_end}
+def latencies(t_end: float, t_final: float, t_commit: float, t_first_audio: float) -> dict[str, float]:
+    """Audio latency (to the first audio of the reply), time to first sentence (to its
+    commit), and the audio latency's three phases: the endpoint (the final transcript after
+    the end of speech), the LLM after the final (to the commit), the TTS (to the first audio)."""
+    return {
+        "audio_latency_s": t_first_audio - t_end,
+        "ttfs_s": t_commit - t_end,
+        "endpoint_s": t_final - t_end,
+        "llm_after_final_s": t_commit - t_final,
+        "tts_s": t_first_audio - t_commit,
+    }
 
 
 def turn_measures(turn: TurnStats, t_end: float, t_first_audio: float) -> dict[str, Any]:
@@ -28,7 +36,7 @@ def turn_measures(turn: TurnStats, t_end: float, t_first_audio: float) -> dict[s
     the user spoke; input_llm_s: their seconds before t_end), decoding counts."""
     while_speaking = turn.input_passes(t_end)
     return {
-        **latencies(t_end, turn.t_commit, t_first_audio),
+        **latencies(t_end, turn.t_final, turn.t_commit, t_first_audio),
         "nfe_tfs": turn.nfe_tfs,
         "input_nfe": len(while_speaking),
         "input_llm_s": sum(min(stop, t_end) - start for start, stop in while_speaking),
@@ -56,7 +64,8 @@ def measures_from_report(values: dict[str, str], t_end: float) -> dict[str, Any]
         return int(values[key]) if values[key] else None
 
     return {
-        **latencies(t_end, float(values["t_commit"]), float(values["t_first_audio"])),
+        **latencies(t_end, float(values["t_final_transcript"]), float(values["t_commit"]), float(values["t_first_audio"])),
+        "first_audio_cached": {"True": True, "False": False}.get(values.get("first_audio_cached", "")),
         **{name: int(values[name]) for name in COUNTS},
         **{name: optional(REPORT_KEYS[name]) for name in OPTIONAL_COUNTS},
         **{name: float(values[name]) for name in SECONDS},

@@ -17,6 +17,7 @@ from .asr_quality import asr_quality
 from .conversation import score_answers
 from .endpoints import format_endpoint_table
 from .live_asr import endpoint_summary, live_asr_runs, load_audio_replay
+from .phases import TurnPhases, format_phase_table, phase_summary, plot_phases
 from .records import TurnRecord, mark_matches, summarize, summarize_by_duration
 from .replay import EvalSettings, GraphRun, load_replay, run_graph
 from .report import format_duration_table, format_table, write_outputs
@@ -62,6 +63,9 @@ def run_eval(settings: EvalSettings, progress=None) -> tuple[list[TurnRecord], d
     quality["_by_duration"] = summarize_by_duration(records, names)
     if live:
         quality["endpoint_policies"] = endpoint_summary(records, summary, runs)
+    phases = {name: [TurnPhases.of_record(r) for r in records if r.policy == name and r.answered] for name in names}
+    quality["phases"] = phase_summary(phases)
+    plot_phases(settings.out / "phases.png", phases)
     meta = {
         "bag": str(settings.bag),
         "questions": len(markers),
@@ -116,6 +120,16 @@ def markdown_report(summary: dict, quality: dict, records: list[TurnRecord], set
         "",
         format_duration_table(quality["_by_duration"]),
         "```",
+        "",
+        "Where the silence goes (`eval/phases.py`: endpoint = the final after the true end of speech, LLM = the commit "
+        "after the final, TTS = the first audio after the commit; cached = the first sentence's opening came from the "
+        "audio cache):",
+        "",
+        "```",
+        format_phase_table(quality["phases"]),
+        "```",
+        "",
+        "![phases](phases.png)",
         "",
         *(
             [

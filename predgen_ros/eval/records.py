@@ -17,6 +17,10 @@ class TurnRecord:
     # The measures (engine/metrics.py); the defaults are those of a question without a reply.
     audio_latency_s: float = math.nan
     ttfs_s: float = math.nan
+    endpoint_s: float = math.nan  # the phases of audio_latency_s (engine/metrics.py)
+    llm_after_final_s: float = math.nan
+    tts_s: float = math.nan
+    first_audio_cached: bool | None = None  # the first sentence's opening came from tts_node's audio cache
     nfe_tfs: int = 0
     input_nfe: int = 0
     input_llm_s: float = 0.0

@@ -1,7 +1,8 @@
 """What predgen_ros carries in the fields of standard messages, written and read in one place.
 
 asr/speech_end       std_msgs/Header      stamp: end of the user's voiced audio; frame_id: the utterance number
-tts/first_audio      std_msgs/Header      stamp: the reply's first chunk reached the sink; frame_id: its sentence
+tts/first_audio      std_msgs/Header      stamp: the reply's first chunk reached the sink; frame_id: its sentence,
+                                          after "cached:" when its opening came from the audio cache
 asr/voice            std_msgs/Header      stamp: the user's voice began (an utterance opens)
 tts/interruption     std_msgs/Header      stamp: the robot's voice fell silent or went on; frame_id: pause, resume or stop
 audio/user, tts/audio std_msgs/Int16MultiArray  mono int16 samples; layout.dim[0].label: the rate, "mono_16000hz"
@@ -30,8 +31,15 @@ def utterance_of(msg: Header) -> str | None:
     return msg.frame_id.strip() or None
 
 
-def first_audio(stamp: Time, sentence: str) -> Header:
-    return Header(stamp=stamp, frame_id=sentence)
+_CACHED = "cached:"
+
+
+def first_audio(stamp: Time, sentence: str, cached: bool = False) -> Header:
+    return Header(stamp=stamp, frame_id=(_CACHED if cached else "") + sentence)
+
+
+def first_audio_cached(msg: Header) -> bool:
+    return msg.frame_id.startswith(_CACHED)
 
 
 def voice_event(stamp: Time, what: str) -> Header:
@@ -40,7 +48,7 @@ def voice_event(stamp: Time, what: str) -> Header:
 
 def sentence_of(msg: Header) -> str:
     """The sentence a tts/first_audio reports."""
-    return msg.frame_id
+    return msg.frame_id.removeprefix(_CACHED)
 
 
 def audio_chunk(samples: np.ndarray, sample_rate: int) -> Int16MultiArray:

@@ -45,7 +45,7 @@ from .common import (
     stamp,
     status,
 )
-from .messages import end_probability, sentence_of, utterance_of
+from .messages import end_probability, first_audio_cached, sentence_of, utterance_of
 
 PREDGEN_PARAMS = {**ENGINE_PARAMS, **TURN_PARAMS}
 # The key-values of each predgen/latency status (docs/guide.md#topics-services-qos).
@@ -63,6 +63,10 @@ REPORT_KEYS = (
     "t_first_audio",
     "audio_latency_s",
     "ttfs_s",
+    "endpoint_s",
+    "llm_after_final_s",
+    "tts_s",
+    "first_audio_cached",
     "nfe_tfs",
     "accepted_tokens",
     "candidate_tokens",
@@ -85,6 +89,7 @@ class PendingReport:
     number: int
     turn: TurnStats
     t_first_audio: float | None = None
+    first_audio_cached: bool | None = None
 
 
 class PredgenNode(ManagedNode):
@@ -242,6 +247,7 @@ class PredgenNode(ManagedNode):
                 return
             self._pending.remove(report)
         report.t_first_audio = seconds(msg.stamp)
+        report.first_audio_cached = first_audio_cached(msg)
         self._publish_report(report)
 
     def _report_overdue(self) -> None:
@@ -270,6 +276,7 @@ class PredgenNode(ManagedNode):
             "t_commit": turn.t_commit,
             "t_first_audio": first_audio,
             **report_entries(measures),
+            "first_audio_cached": "" if report.first_audio_cached is None else report.first_audio_cached,
             "end_probability": turn.end_probabilities[-1][1] if turn.end_probabilities else math.nan,
             "end_scored_partials": len(turn.end_probabilities),
         }

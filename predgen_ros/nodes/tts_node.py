@@ -224,17 +224,18 @@ class TtsNode(ManagedNode):
         if self._discarding or not sentence:
             return
         pieces = [sentence] if self._in_reply else self.synth.pieces(sentence)
+        cached = self.synth.cached(pieces[0])
         opening = self.synth.synthesize(pieces[0])
         rest = self._ahead.submit(self.synth.synthesize, pieces[1]) if len(pieces) > 1 else None
-        if not self._play(opening, pieces[0], sentence):
+        if not self._play(opening, pieces[0], sentence, cached):
             return
         if rest is not None and not self._play(rest.result(), pieces[1], sentence):
             return
         self.sentences += 1
 
-    def _play(self, speech: Speech, piece: str, sentence: str) -> bool:
-        """Hand `speech` (the audio of `piece`, part of `sentence`) to the sink chunk by
-        chunk, holding while paused; False when the user barged in."""
+    def _play(self, speech: Speech, piece: str, sentence: str, cached: bool = False) -> bool:
+        """Hand `speech` (the audio of `piece`, part of `sentence`; `cached`: it came from the
+        cache) to the sink chunk by chunk, holding while paused; False when the user barged in."""
         first = not self._in_reply
         if first:
             self._begin_reply()
@@ -246,7 +247,7 @@ class TtsNode(ManagedNode):
                     self._interrupt((piece, start / max(1, total)))
                 return False
             if first:
-                self.first_audio_pub.publish(first_audio(stamp(time.time()), sentence))
+                self.first_audio_pub.publish(first_audio(stamp(time.time()), sentence, cached))
                 first = False
             self.sink.play(speech.samples[start : start + self.chunk])
             self._pace(min(self.chunk, total - start) / speech.sample_rate)

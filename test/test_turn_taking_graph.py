@@ -1,0 +1,73 @@
+"""Speech over the robot through the real graph: the user's audio into asr_node (pocketsphinx),
+predgen_node with the embedded model, tts_node speaking in real time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import rclpy
+
+from predgen_ros.audio.pcm import to_pcm16k
+from predgen_ros.audio.tts import PiperSynthesizer
+from predgen_ros.eval.interruption_bag import Trial, burst, first_voiced_s
+from predgen_ros.eval.interruptions import GRAPH_OVERRIDES, NODES, AudioFeed, Recorder, run_trial
+from predgen_ros.nodes.bringup import Graph, default_params_file
+from predgen_ros.turn_taking import CUT_OFF_MARK
+
+pytestmark = pytest.mark.graph
+
+QUESTION = "Tell me a fun fact about octopuses."
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    out = tmp_path_factory.mktemp("turn_taking")
+    rclpy.init()
+    with open(out / "graph.log", "w") as log, Graph(default_params_file(), GRAPH_OVERRIDES, nodes=NODES, log=log) as graph:
+        rec = Recorder()
+        rec.graph = graph
+        rec.wait_active(NODES)
+        rec.spin_until(lambda: rec.reset.service_is_ready() and rec.node.count_subscribers("audio/user") > 0, 120, "the graph")
+        feed = AudioFeed(rec.node)
+        rec.spin_for(1.0)
+        yield rec, feed
+        feed.close()
+        rec.close()
+    rclpy.try_shutdown()
+
+
+@pytest.fixture(scope="module")
+def voice():
+    synth = PiperSynthesizer(reproducible=True)
+
+    def say(text):
+        speech = synth.synthesize(text)
+        return np.frombuffer(to_pcm16k(speech.samples, speech.sample_rate), dtype=np.int16)
+
+    return say
+
+
+def trial(kind, event, event_audio, number):
+    return Trial(number, kind, QUESTION, event, 0.8, first_voiced_s(event_audio))
+
+
+@pytest.mark.parametrize("event", ["cough", "Mm-hmm."])
+def test_a_cough_or_an_acknowledgement_over_the_reply_does_not_end_it(live, voice, event):
+    rec, feed = live
+    audio = burst("cough", np.random.default_rng(0)) if event == "cough" else voice(event)
+    kind = "burst" if event == "cough" else "backchannel"
+    result = run_trial(rec, feed, "pause", trial(kind, event, audio, 0), voice(QUESTION), audio)
+    assert result.spoke and result.event_over_speech, result
+    assert not result.stopped and result.new_turn == "", result  # the reply went on, and no turn was made of it
+    assert result.resumed or not result.paused, result  # a pause, if any, resumed
+
+
+def test_a_real_question_over_the_reply_stops_it_and_is_answered(live, voice):
+    rec, feed = live
+    question = "What is the capital of France?"
+    audio = voice(question)
+    result = run_trial(rec, feed, "pause", trial("barge_in", question, audio, 1), voice(QUESTION), audio)
+    assert result.spoke and result.stopped and result.silence_s is not None, result
+    assert result.answered and "capital" in result.new_turn, result
+    # the history holds what was heard, as tts_node said it: the played text, marked cut off
+    assert result.played.endswith(CUT_OFF_MARK) and result.history == result.played, result
