@@ -111,6 +111,10 @@ class VoiceControl:
     def paused(self) -> bool:
         return self.resume_at is not None
 
+    def new_reply(self) -> None:
+        """A pause does not outlive its reply."""
+        self.resume_at = None
+
     def voice(self) -> Voice:
         """The user's voice began (the ASR's voice detector)."""
         return self._pause() if self.pausing else Voice.KEEP

@@ -281,6 +281,8 @@ class TtsNode(ManagedNode):
         self._in_reply = True
         self._barge.clear()
         self._played = []
+        with self._ready:
+            self.voice_control.new_reply()
         self._play_until = time.time()
         self._publish_speaking(True)
         self.sink.begin(f"reply_{self.replies:03d}", self.synth.sample_rate)
