@@ -32,7 +32,7 @@ from enum import StrEnum
 # In pocketsphinx's spelling: it hears Piper's "uh-huh" as "ah", "mhm" as "an h m".
 BACKCHANNELS = "mm hmm, mhm, mm, hmm, uh huh, ah, uh, um, yeah, yes, yep, okay, ok, right, i see, sure, alright, got it"
 INTERRUPTIONS = ("stop", "pause")
-TAKE_OVER_S = 0.5  # an utterance starting this soon before the robot's end takes the turn (TurnGate)
+TAKE_OVER_S = 0.15  # an utterance heard this soon before robot_speaking went false is a turn (TurnGate)
 CUT_OFF_MARK = "—"  # ends a reply the user cut off, as the history keeps it
 _WORD = re.compile(r"[a-z0-9']+")
 
@@ -158,9 +158,9 @@ class TurnGate:
     """predgen_node's filter: an utterance that began over the robot reaches the engine
     only once it is a turn; until then its partials and its end of speech are held.
 
-    People start their turn as the other ends it: an utterance that began less than
-    TAKE_OVER_S before the robot fell silent is a turn, whatever its words (this
-    also covers the user's words and robot_speaking crossing on the wire)."""
+    The user's first words and robot_speaking's false can cross on the wire: an
+    utterance heard less than TAKE_OVER_S before the robot fell silent is judged as
+    one begun after it (a turn, whatever its words)."""
 
     def __init__(self, rules: TurnRules, clock: Callable[[], float] = time.time):
         self.rules = rules

@@ -39,6 +39,7 @@ CHUNK_S = 0.1
 NODES = ("asr_node", "predgen_node", "tts_node")
 REPLY_TIMEOUT_S = 60.0
 REACTION_S = 0.3  # an event whose onset came later than this before the reply's natural end was not over the robot
+QUIET_S = 2.0  # a trial starts once the robot has been silent, with no new turn, this long
 # The interruption policies compared: the default, and the behaviour before turn-taking.
 POLICIES = {
     "pause": {"tts.interruption": "pause"},
@@ -149,6 +150,7 @@ class Recorder(GraphProbe):
         self.voice: list[tuple[float, str]] = []  # tts/interruption: (when the audio fell silent or went on, what)
         self.played: list[str] = []
         self.reports: list[dict[str, str]] = []
+        self._last_report = 0.0
         self.reset = self.node.create_client(Trigger, "/predgen_node/reset")
         sub = self.node.create_subscription
         sub(Bool, "robot_speaking", lambda m: self.speaking.append((time.time(), m.data)), TEXT_QOS)
@@ -158,10 +160,21 @@ class Recorder(GraphProbe):
 
     def _on_report(self, msg) -> None:
         self.reports += [{kv.key: kv.value for kv in s.values} for s in msg.status]
+        self._last_report = time.time()
 
     @property
     def is_speaking(self) -> bool:
         return bool(self.speaking) and self.speaking[-1][1]
+
+    def wait_quiet(self) -> None:
+        """Until the robot has been silent and no report has come for QUIET_S (the last trial's
+        turns are over)."""
+
+        def quiet() -> bool:
+            last = max([t for t, _ in self.speaking] + [self._last_report])
+            return not self.is_speaking and time.time() - last >= QUIET_S
+
+        self.spin_until(quiet, REPLY_TIMEOUT_S, "the robot to fall silent between trials")
 
     def clear_history(self) -> None:
         from std_srvs.srv import Trigger
@@ -172,17 +185,19 @@ class Recorder(GraphProbe):
 
 def run_trial(rec: Recorder, feed: AudioFeed, policy: str, trial: Trial, question: np.ndarray, event: np.ndarray) -> TrialResult:
     result = TrialResult(policy, trial.number, trial.kind, trial.question, trial.event)
+    rec.wait_quiet()
     rec.clear_history()
     reports, voice, played = len(rec.reports), len(rec.voice), len(rec.played)
-    feed.play(question)
-    if not rec.wait_for(lambda: rec.is_speaking, REPLY_TIMEOUT_S):
+    start = feed.play(question)
+    replied = lambda: any(float(r["t_final_transcript"]) > start for r in rec.reports[reports:])  # noqa: E731
+    if not rec.wait_for(lambda: replied() and rec.is_speaking, REPLY_TIMEOUT_S):
         return result
     result.spoke = True
     rec.spin_for(trial.after_s)
     speaking = len(rec.speaking)
     onset = feed.play(event) + trial.onset_s
     if trial.kind == "barge_in":  # its answer: a report for a turn after the onset, then the robot silent again
-        answer = lambda: [r for r in rec.reports[reports:] if float(r["t_final_transcript"]) > onset]  # noqa: E731
+        answer = lambda: [r for r in rec.reports[reports:] if float(r["t_end_of_speech"]) > onset]  # noqa: E731
         rec.wait_for(lambda: bool(answer()) and not rec.is_speaking, REPLY_TIMEOUT_S)
     else:  # the reply plays out; then a little longer, for a turn the event might have made
         rec.wait_for(lambda: not rec.is_speaking, REPLY_TIMEOUT_S)
@@ -194,7 +209,9 @@ def run_trial(rec: Recorder, feed: AudioFeed, policy: str, trial: Trial, questio
     silenced = [t for t, what in after if what in ("pause", "stop")]
     ended = [t for t, on in rec.speaking[speaking:] if not on]
     result.event_over_speech = bool(silenced) or (bool(ended) and ended[0] - onset >= REACTION_S)
-    turns = [r for r in rec.reports[reports:] if float(r["t_final_transcript"]) > onset]
+    # a turn of the event's making: its speech ended after the event began (not the request's own words,
+    # finalized after the onset because an early final cut the request and the user went on)
+    turns = [r for r in rec.reports[reports:] if float(r["t_end_of_speech"]) > onset]
     result.new_turn = turns[0]["transcript"] if turns else ""
     if trial.kind == "barge_in":
         result.silence_s = silenced[0] - onset if silenced else None
