@@ -3,6 +3,8 @@
     ros2 launch predgen_ros predgen.launch.py
     ros2 launch predgen_ros predgen.launch.py policy:=baseline asr_backend:=text sink:=wav
     ros2 launch predgen_ros predgen.launch.py params_file:=/path/robot.yaml model:=/models/Qwen2.5-0.5B-Instruct
+    ros2 launch predgen_ros predgen.launch.py half:=robot         # on the robot: microphone, ASR, TTS, speaker
+    ros2 launch predgen_ros predgen.launch.py half:=workstation   # on the GPU host: predgen_node only
 
 A launch argument left empty keeps the value of the parameter file.  When one
 node exits (a bad model path, a crash), the whole launch shuts down, as
@@ -28,6 +30,8 @@ from lifecycle_msgs.msg import Transition
 from launch import LaunchDescription
 
 NODES = ("asr_node", "predgen_node", "tts_node")  # all three are lifecycle nodes
+# half:=robot or half:=workstation starts one side of a two-host graph; empty: all three
+HALVES = {"robot": ("asr_node", "tts_node"), "workstation": ("predgen_node",)}
 
 # launch argument -> (parameter, the node that declares it, description)
 OVERRIDES = {
@@ -62,13 +66,16 @@ def _managed(node):
 def _nodes(context):
     params_file = LaunchConfiguration("params_file").perform(context)
     namespace = LaunchConfiguration("namespace").perform(context)
+    half = LaunchConfiguration("half").perform(context)
+    if half and half not in HALVES:
+        raise ValueError(f"half:={half}: choose robot, workstation, or leave it empty for all three nodes")
     overrides = {node: {} for node in NODES}
     for argument, (parameter, node, _) in OVERRIDES.items():
         value = LaunchConfiguration(argument).perform(context)
         if value:
             overrides[node][parameter] = value
     actions = []
-    for node in NODES:
+    for node in HALVES.get(half, NODES):
         settings = dict(
             package="predgen_ros",
             executable=node,
@@ -89,6 +96,11 @@ def generate_launch_description():
             "params_file", default_value=default_params, description="ROS 2 parameter file for the three nodes"
         ),
         DeclareLaunchArgument("namespace", default_value="", description="namespace of the nodes and their topics (empty: none)"),
+        DeclareLaunchArgument(
+            "half",
+            default_value="",
+            description="robot (asr_node, tts_node) or workstation (predgen_node) for a two-host graph; empty: all three",
+        ),
     ]
     arguments += [
         DeclareLaunchArgument(name, default_value="", description=f"{description} (empty: from params_file)")

@@ -15,7 +15,7 @@ from predgen_ros.nodes.tts_node import TTS_PARAMS
 
 LAUNCH_FILE = Path(__file__).resolve().parents[1] / "launch" / "predgen.launch.py"
 DECLARED = {"asr_node": ASR_PARAMS, "predgen_node": PREDGEN_PARAMS, "tts_node": TTS_PARAMS}
-ARGUMENTS = {"params_file", "namespace", "policy", "model", "backend", "device", "asr_backend", "sink"}
+ARGUMENTS = {"params_file", "namespace", "half", "policy", "model", "backend", "device", "asr_backend", "sink"}
 
 
 def ros2_launch_available() -> bool:
@@ -36,7 +36,7 @@ def launch_constants():
         if (
             isinstance(node, ast.Assign)
             and isinstance(node.targets[0], ast.Name)
-            and node.targets[0].id in ("NODES", "OVERRIDES")
+            and node.targets[0].id in ("NODES", "OVERRIDES", "HALVES")
         ):
             constants[node.targets[0].id] = ast.literal_eval(node.value)
     return constants
@@ -48,7 +48,16 @@ def test_launch_file_starts_the_same_nodes_and_overrides_declared_parameters():
     for argument, (parameter, node, _) in constants["OVERRIDES"].items():
         assert parameter in DECLARED[node], f"launch argument {argument} sets {parameter}, which {node} does not declare"
         assert bringup.node_for(parameter) == node  # bringup routes it to the same node
-    assert set(constants["OVERRIDES"]) | {"params_file", "namespace"} == ARGUMENTS
+    assert set(constants["OVERRIDES"]) | {"params_file", "namespace", "half"} == ARGUMENTS
+
+
+def test_the_robot_half_and_the_workstation_half_are_the_graph_split_in_two():
+    halves = launch_constants()["HALVES"]
+    assert set(halves) == {"robot", "workstation"}
+    assert set(halves["robot"]) == {"asr_node", "tts_node"}  # microphone and speaker stay on the robot
+    assert set(halves["workstation"]) == {"predgen_node"}  # the LLM goes where the GPU is
+    assert sorted(halves["robot"] + halves["workstation"]) == sorted(bringup.NODES)  # together, the whole graph, once
+    assert halves == {half: tuple(nodes) for half, nodes in bringup.HALVES.items()}  # `bringup --half` starts the same
 
 
 def test_one_node_exiting_shuts_the_launch_down_as_bringup_does():

@@ -28,6 +28,12 @@ def register(sub) -> None:
     up.add_argument("--asr-input", dest="asr.input", default=None, help="'microphone' or a WAV file (pocketsphinx / vosk)")
     up.add_argument("--sink", dest="tts.sink", default=None, help="speaker, wav, topic or none")
     up.add_argument("--wav-dir", dest="tts.wav_dir", default=None, help="folder for the wav sink")
+    up.add_argument(
+        "--half",
+        choices=("robot", "workstation"),
+        default=None,
+        help="start one side of a two-host graph: robot (asr_node, tts_node) or workstation (predgen_node)",
+    )
     add_set_option(up, "any parameter, e.g. --set verifier.kind=exact (repeatable; routed to the node that declares it)")
     add_param_options(up, MODEL_OPTIONS)
     up.set_defaults(run=cmd_bringup)
@@ -62,12 +68,12 @@ BRINGUP_OPTIONS = {name: name for name in ("policy", "asr.backend", "asr.input",
 
 
 def cmd_bringup(args: argparse.Namespace) -> int:
-    from ..nodes.bringup import bringup
+    from ..nodes.bringup import HALVES, NODES, bringup
 
     params_file = params_file_or_default(args.params)
     overrides = given_params(args, {**BRINGUP_OPTIONS, **MODEL_OPTIONS})
     overrides.update(dict(args.set))
-    return bringup(params_file, overrides)
+    return bringup(params_file, overrides, HALVES[args.half] if args.half else NODES)
 
 
 def _tokenizer_encode():

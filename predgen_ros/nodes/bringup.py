@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 NODES = ("asr_node", "predgen_node", "tts_node")  # lifecycle nodes: they share the `autostart` parameter
+# One side of a two-host graph: microphone, ASR, TTS and speaker on the robot; the LLM where the GPU is.
+HALVES = {"robot": ("asr_node", "tts_node"), "workstation": ("predgen_node",)}
 
 
 class GraphError(RuntimeError):
@@ -152,9 +154,9 @@ class Graph:
         self.stop()
 
 
-def bringup(params_file: Path, overrides: dict[str, Any]) -> int:
-    """Run the graph until Ctrl-C (exit 0) or until a node exits (its exit code, at least 1)."""
-    graph = Graph(params_file, overrides).start()
+def bringup(params_file: Path, overrides: dict[str, Any], nodes=NODES) -> int:
+    """Run the graph (or `nodes` of it) until Ctrl-C (exit 0) or until a node exits (its exit code, at least 1)."""
+    graph = Graph(params_file, overrides, nodes).start()
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
