@@ -1,0 +1,84 @@
+"""The two-host harness: namespaces `robot` and `workstation` joined by one veth pair, removed after every run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from predgen_ros.nodes.two_hosts import HOSTS, TwoHosts, TwoHostsError
+
+
+def namespaces_possible() -> str:
+    """Why the harness cannot run here ("" when it can)."""
+    try:
+        with TwoHosts("probe"):
+            return ""
+    except TwoHostsError as err:
+        return str(err)
+
+
+WHY_NOT = namespaces_possible()
+pytestmark = pytest.mark.skipif(bool(WHY_NOT), reason=f"no network namespaces here: {WHY_NOT}")
+
+SEND = "import socket, sys; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'hello', (sys.argv[1], 7400))"
+RECEIVE = (
+    "import socket, sys; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('0.0.0.0', 7400)); "
+    "s.settimeout(float(sys.argv[1])); print(s.recvfrom(16)[0].decode())"
+)
+
+
+def harness_objects(hosts: TwoHosts) -> list[str]:
+    """The harness's namespaces and interfaces that `ip netns list` and `ip link` still show."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    return [ns for ns in hosts.namespace.values() if ns in listed] + [dev for dev in hosts.interface.values() if dev in links]
+
+
+def udp_arrives(hosts: TwoHosts, wait_s: float = 2.0) -> bool:
+    """A datagram from the robot reaches the workstation's address."""
+    receiver = subprocess.Popen(
+        [*hosts.prefix("workstation"), sys.executable, "-c", RECEIVE, str(wait_s)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        for _ in range(10):  # until the receiver is bound: a datagram before that is lost
+            subprocess.run(
+                [*hosts.prefix("robot"), sys.executable, "-c", SEND, hosts.address["workstation"]], capture_output=True
+            )
+            if receiver.poll() is not None:
+                break
+            try:
+                return receiver.communicate(timeout=0.2)[0].strip() == "hello"
+            except subprocess.TimeoutExpired:
+                continue
+        return receiver.wait() == 0 and receiver.stdout.read().strip() == "hello"
+    finally:
+        if receiver.poll() is None:
+            receiver.kill()
+            receiver.wait()
+
+
+def test_the_hosts_reach_each_other_only_over_their_link_and_leave_nothing_behind():
+    with TwoHosts() as hosts:
+        assert harness_objects(hosts)  # made
+        for host in HOSTS:
+            routes = hosts.exec(host, "ip", "route").stdout
+            assert "default" not in routes  # nothing beyond the link is reachable
+        assert udp_arrives(hosts)
+        hosts.link(False)
+        assert not udp_arrives(hosts, wait_s=0.5)
+        hosts.link(True)
+        hosts.limit("1mbit")
+        assert "tbf" in hosts.exec("robot", "tc", "qdisc", "show").stdout
+        assert udp_arrives(hosts)
+    assert harness_objects(hosts) == []
+
+
+def test_a_failed_run_leaves_nothing_behind():
+    with pytest.raises(RuntimeError, match="the run failed"), TwoHosts() as hosts:
+        raise RuntimeError("the run failed")
+    assert harness_objects(hosts) == []
