@@ -54,9 +54,9 @@ class Voice(StrEnum):
 
 
 def words(text: str) -> list[str]:
-    """The words of `text`, lower case.  A single letter other than "a" and "i" is no
-    word: it is how pocketsphinx spells a hum ("mhm" -> "an h m")."""
-    return [w for w in _WORD.findall(text.lower().replace("-", " ")) if len(w) > 1 or w in ("a", "i")]
+    """The words of `text`, lower case.  A single letter other than "i" is no word: it
+    is how pocketsphinx spells a hum ("mhm" -> "an h m", "m h a")."""
+    return [w for w in _WORD.findall(text.lower().replace("-", " ")) if len(w) > 1 or w == "i"]
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ class Clock:
         ("Okay, okay.", Speech.BACKCHANNEL),
         ("I see", Speech.BACKCHANNEL),
         ("an h m", Speech.SHORT),  # pocketsphinx's "mhm": letters are no words, "an" is one
+        ("and they m h a", Speech.SHORT),  # another "mhm" of pocketsphinx's
         ("yeah mum", Speech.SHORT),  # an acknowledgement, then one word
         ("wait what", Speech.SHORT),
         ("wait what is", Speech.TURN),
