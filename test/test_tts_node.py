@@ -12,6 +12,7 @@ from std_msgs.msg import Bool, Header, Int16MultiArray, String
 
 from predgen_ros.nodes.bringup import Graph, default_params_file
 from predgen_ros.nodes.common import AUDIO_QOS, TEXT_QOS, seconds
+from predgen_ros.nodes.messages import sentence_of
 from predgen_ros.nodes.probe import GraphProbe
 from predgen_ros.turn_taking import CUT_OFF_MARK
 
@@ -43,7 +44,7 @@ class Listener:
         self.chunks: list[int] = []
         self.health: list[dict[str, str]] = []
         self.node.create_subscription(Bool, "robot_speaking", lambda m: self.speaking.append((time.time(), m.data)), TEXT_QOS)
-        self.node.create_subscription(Header, "tts/first_audio", lambda m: self.first_audio.append(m.frame_id), TEXT_QOS)
+        self.node.create_subscription(Header, "tts/first_audio", lambda m: self.first_audio.append(sentence_of(m)), TEXT_QOS)
         self.node.create_subscription(Int16MultiArray, "tts/audio", lambda m: self.chunks.append(len(m.data)), AUDIO_QOS)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_health, 10)
 

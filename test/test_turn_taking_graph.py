@@ -16,7 +16,7 @@ from predgen_ros.turn_taking import CUT_OFF_MARK
 
 pytestmark = pytest.mark.graph
 
-QUESTION = "Tell me a fun fact about octopuses."
+QUESTION = "What should I pack for a day at the beach?"  # a reply of several seconds
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def voice():
 
 
 def trial(kind, event, event_audio, number):
-    return Trial(number, kind, QUESTION, event, 0.8, first_voiced_s(event_audio))
+    return Trial(number, kind, QUESTION, event, 0.4, first_voiced_s(event_audio))  # early in the reply
 
 
 @pytest.mark.parametrize("event", ["cough", "Mm-hmm."])

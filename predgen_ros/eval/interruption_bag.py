@@ -80,6 +80,11 @@ def first_voiced_s(pcm: np.ndarray) -> float:
     return float(loud[0]) / SAMPLE_RATE if len(loud) else 0.0
 
 
+def last_voiced_s(pcm: np.ndarray) -> float:
+    loud = np.flatnonzero(np.abs(pcm.astype(np.int32)) > VOICED)
+    return float(loud[-1] + 1) / SAMPLE_RATE if len(loud) else 0.0
+
+
 def make_interruption_bag(out: Path, questions: list[str], per_kind: int, seed: int, progress=None) -> list[Trial]:
     from rclpy.serialization import serialize_message
     from std_msgs.msg import String

@@ -32,7 +32,7 @@ import numpy as np
 from ..audio.pcm import SAMPLE_RATE
 from ..nodes.bringup import Graph
 from ..nodes.probe import GraphProbe
-from .interruption_bag import KINDS, Trial
+from .interruption_bag import KINDS, Trial, last_voiced_s
 from .records import percentile
 
 CHUNK_S = 0.1
@@ -99,8 +99,9 @@ class AudioFeed:
         from ..nodes.common import TEXT_QOS
 
         self.pub = node.create_publisher(Int16MultiArray, "audio/user", TEXT_QOS)
-        self._chunks: deque = deque()
+        self._chunks: deque = deque()  # (clip number where a clip begins, else None; 16 kHz samples)
         self._started: dict[int, float] = {}
+        self._clips = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -116,16 +117,17 @@ class AudioFeed:
             self._stop.wait(max(0.0, t - time.time()))
             clip, chunk = self._chunks.popleft() if self._chunks else (None, silence)
             self.pub.publish(audio_chunk(chunk, SAMPLE_RATE))
-            if clip is not None and clip not in self._started:
+            if clip is not None:
                 self._started[clip] = time.time() - CHUNK_S  # the chunk's audio began a chunk ago
 
     def play(self, pcm: np.ndarray) -> float:
         """Queue `pcm`; the wall time its first sample reached asr_node's stream."""
-        clip = id(pcm)
+        self._clips += 1
+        clip = self._clips
         size = int(CHUNK_S * SAMPLE_RATE)
         for start in range(0, len(pcm), size):
             piece = pcm[start : start + size]
-            self._chunks.append((clip, np.pad(piece, (0, size - len(piece)))))
+            self._chunks.append((clip if start == 0 else None, np.pad(piece, (0, size - len(piece)))))
         while clip not in self._started:
             time.sleep(0.01)
         return self._started.pop(clip)
@@ -188,8 +190,9 @@ def run_trial(rec: Recorder, feed: AudioFeed, policy: str, trial: Trial, questio
     rec.wait_quiet()
     rec.clear_history()
     reports, voice, played = len(rec.reports), len(rec.voice), len(rec.played)
-    start = feed.play(question)
-    replied = lambda: any(float(r["t_final_transcript"]) > start for r in rec.reports[reports:])  # noqa: E731
+    # the reply to the whole request: an early final at a pause inside it is answered too, and the rest is another turn
+    request_end = feed.play(question) + last_voiced_s(question) - REACTION_S
+    replied = lambda: any(float(r["t_end_of_speech"]) >= request_end for r in rec.reports[reports:])  # noqa: E731
     if not rec.wait_for(lambda: replied() and rec.is_speaking, REPLY_TIMEOUT_S):
         return result
     result.spoke = True

@@ -93,6 +93,7 @@ class TtsNode(ManagedNode):
         self.resumes = 0
         self.voice_control: VoiceControl | None = None
         self._played: list[tuple[str, float]] = []  # this reply's pieces so far: (text, share of its audio played)
+        self._turn_heard = ""
         self.sink_errors = 0
         self.error_reply = 0  # the reply whose audio failed, for diagnostics
         self.last_error = ""
@@ -177,20 +178,21 @@ class TtsNode(ManagedNode):
                 self._ready.notify()
 
     def _on_user_partial(self, msg: String) -> None:
-        self._react(lambda control: control.partial(msg.data))
+        self._react(lambda control: control.partial(msg.data), msg.data)
 
     def _on_user_final(self, msg: String) -> None:
-        self._react(lambda control: control.final(msg.data))
+        self._react(lambda control: control.final(msg.data), msg.data)
 
     def _on_user_voice(self, msg: Header) -> None:
         self._react(lambda control: control.voice())
 
-    def _react(self, decide) -> None:
+    def _react(self, decide, heard: str = "") -> None:
         """Apply VoiceControl's decision while a reply plays; the player acts within one chunk."""
         if not (self.speaking and self.p["tts.barge_in"]):
             return
         with self._ready:
             if decide(self.voice_control) is Voice.STOP:
+                self._turn_heard = heard  # for the log line: which words made the turn
                 self._barge.set()
             self._ready.notify_all()
 
@@ -320,7 +322,7 @@ class TtsNode(ManagedNode):
         self.barge_ins += 1
         self._announce("stop")
         heard = heard_text([*self._played, cut])
-        self.get_logger().info(f"barge-in: the user speaks, speech stopped after {heard!r}")
+        self.get_logger().info(f"barge-in: the user said {self._turn_heard!r}, speech stopped after {heard!r}")
         self.played_pub.publish(String(data=heard))
         self._discarding = True
         self._close_reply()
