@@ -32,7 +32,7 @@ from enum import StrEnum
 # In pocketsphinx's spelling: it hears Piper's "uh-huh" as "ah", "mhm" as "an h m".
 BACKCHANNELS = "mm hmm, mhm, mm, hmm, uh huh, ah, uh, um, yeah, yes, yep, okay, ok, right, i see, sure, alright, got it"
 INTERRUPTIONS = ("stop", "pause")
-TAKE_OVER_S = 0.15  # an utterance heard this soon before robot_speaking went false is a turn (TurnGate)
+TAKE_OVER_S = 0.5  # an utterance heard this soon before robot_speaking went false is a turn (TurnGate)
 CUT_OFF_MARK = "—"  # ends a reply the user cut off, as the history keeps it
 _WORD = re.compile(r"[a-z0-9']+")
 
@@ -173,7 +173,7 @@ class TurnGate:
         self._held_end = None
 
     def robot_talks(self) -> None:
-        """A reply was committed or the robot speaks."""
+        """robot_speaking went true (only tts_node's word counts: a committed reply may never play)."""
         self._robot_talks = True
 
     def robot_silent(self) -> None:
@@ -201,7 +201,12 @@ class TurnGate:
         return []
 
     def final(self, text: str, event) -> list:
-        """The events to hand on: the held end of speech and the final, or nothing."""
+        """The events to hand on: the held end of speech and the final, or nothing.  A final
+        without a partial before it is a whole turn (an ASR without partials; and when it
+        races robot_speaking on the wire, nothing says when it began)."""
+        if self._over_robot is None:
+            held, self._held_end = self._held_end, None
+            return [e for e in (held, event) if e is not None]
         passing = self._sees(text)
         held, self._held_end, self._over_robot = self._held_end, None, None
         if passing:

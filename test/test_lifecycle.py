@@ -36,8 +36,8 @@ class User:
         self.final.publish(String(data=text))
 
     def hears_predgen(self) -> bool:
-        """predgen_node subscribes to the final (it does only while active)."""
-        return self.final.get_subscription_count() > 0
+        """predgen_node subscribes to the final (it does only while active; tts_node does too)."""
+        return any(info.node_name == "predgen_node" for info in self.probe.node.get_subscriptions_info_by_topic("asr/final"))
 
 
 @pytest.fixture

@@ -92,7 +92,10 @@ def test_the_gate_holds_speech_over_the_robot_until_it_is_a_turn():
 
     assert not gate.partial("what time")
     assert gate.speech_end("E") == []
-    assert gate.final("what time is it", "F") == ["E", "F"]  # the final made it a turn: its end of speech comes along
+    assert gate.final("what time is it", "F") == ["E", "F"]
+    assert gate.final("ok", "F") == [
+        "F"
+    ]  # a final without partials is a whole turn  # the final made it a turn: its end of speech comes along
 
 
 def test_once_the_robot_is_silent_any_speech_is_a_turn_but_one_begun_over_it_is_judged_so():

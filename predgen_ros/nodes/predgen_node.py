@@ -232,7 +232,6 @@ class PredgenNode(ManagedNode):
         self.turns += 1
         report = PendingReport(self.turns, turn)
         if text:
-            self.gate.robot_talks()  # from now, speech over the robot passes the gate only as a turn
             with self._lock:
                 self._pending.append(report)
             self.say_pub.publish(String(data=text))
