@@ -102,7 +102,7 @@ class Monitor(GraphProbe):
     """The probe, counting responses and speaking for the fault scenarios."""
 
     def __init__(self):
-        from std_msgs.msg import Header, String
+        from std_msgs.msg import Bool, Header, String
 
         from ..nodes.common import TEXT_QOS
 
@@ -112,6 +112,8 @@ class Monitor(GraphProbe):
         self.final_pub = self.node.create_publisher(String, "asr/final", TEXT_QOS)
         self.speech_end_pub = self.node.create_publisher(Header, "asr/speech_end", TEXT_QOS)
         self.node.create_subscription(String, "predgen/response", lambda m: self.responses.append(m.data), TEXT_QOS)
+        self.robot_speaking = False
+        self.node.create_subscription(Bool, "robot_speaking", lambda m: setattr(self, "robot_speaking", m.data), TEXT_QOS)
 
     def say(self, text: str, stop_after_words: int | None = None) -> None:
         """Word-by-word partials (50 ms apart), then the end of speech and the final."""
@@ -130,7 +132,9 @@ class Monitor(GraphProbe):
         self.final_pub.publish(String(data=text))
 
     def answered(self, text: str, timeout: float) -> bool:
-        """Say `text`; True when predgen/response answers it within `timeout`."""
+        """Say `text` once the robot is silent (a short word over it is no turn: turn_taking.py);
+        True when predgen/response answers it within `timeout`."""
+        self.wait_for(lambda: not self.robot_speaking, timeout)
         before = len(self.responses)
         self.say(text)
         return self.wait_for(lambda: len(self.responses) > before, timeout)
