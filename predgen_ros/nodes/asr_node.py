@@ -333,11 +333,12 @@ class AsrNode(ManagedNode):
         self.state = AsrState.INPUT_FINISHED
 
     def _wait_for_listeners(self, need_tts: bool) -> None:
-        """Start only once predgen_node listens (and tts_node, when a reply is awaited)."""
+        """Start only once predgen_node listens (and tts_node, when a reply is awaited).
+        tts_node hears asr/partial and asr/final too (barge-in); only predgen_node also
+        needs the end of speech, so all three must have a listener."""
         self.state = AsrState.WAITING_FOR_PREDGEN
-        self._wait_for(
-            lambda: self.partial_pub.get_subscription_count() > 0 and self.final_pub.get_subscription_count() > 0, None
-        )
+        publishers = (self.partial_pub, self.speech_end_pub, self.final_pub)
+        self._wait_for(lambda: all(pub.get_subscription_count() > 0 for pub in publishers), None)
         if need_tts:
             self.state = AsrState.WAITING_FOR_TTS
             self._wait_for(lambda: self.count_publishers("robot_speaking") > 0, None)

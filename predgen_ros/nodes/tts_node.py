@@ -342,7 +342,8 @@ class TtsNode(ManagedNode):
     # --------------------------------------------------------------- output
     def _publish_speaking(self, speaking: bool) -> None:
         self.speaking = speaking
-        self.speaking_pub.publish(Bool(data=speaking))
+        if self.context.ok():  # a stop signal may have shut the context before close() ends a reply
+            self.speaking_pub.publish(Bool(data=speaking))
 
     def _publish_audio(self, chunk: np.ndarray, sample_rate: int) -> None:
         self.audio_pub.publish(audio_chunk(chunk, sample_rate))
