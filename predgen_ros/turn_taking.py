@@ -5,9 +5,14 @@ while the robot speaks is sorted by its words, in the ASR's spelling:
 
   backchannel  only acknowledgements from `backchannels` ("mm hmm", "okay", ...):
                no new turn, the reply goes on;
-  short        fewer than `min_words` other words (a cough the ASR made a word of,
-               or a turn's first word): not a turn yet;
+  short        fewer than `min_words` other words, or less than `min_speech_s` of
+               voice (a hum the ASR made words of, or a turn's first word): not a
+               turn yet;
   turn         anything else: a real barge-in.
+
+The voice's length comes from asr_node's `asr/voice` stamps (`VoicedSpan`):
+pocketsphinx may spell a half-second "mm-hmm" as three words, but no one says
+three words in half a second.
 
 Two parties apply the same rules.  tts_node's `VoiceControl` decides what the
 robot's voice does: with `stop` it stops for good at a turn (and ignores the
@@ -32,6 +37,7 @@ from enum import StrEnum
 # In pocketsphinx's spelling: it hears Piper's "uh-huh" as "ah", "mhm" as "an h m".
 BACKCHANNELS = "mm hmm, mhm, mm, hmm, uh huh, ah, uh, um, yeah, yes, yep, okay, ok, right, i see, sure, alright, got it"
 INTERRUPTIONS = ("stop", "pause")
+VOICE_KINDS = ("start", "more", "end")  # asr/voice frame_id: an utterance opens / voice again in it / voice fell silent
 TAKE_OVER_S = 0.5  # an utterance heard this soon before robot_speaking went false is a turn (TurnGate)
 CUT_OFF_MARK = "—"  # ends a reply the user cut off, as the history keeps it
 _WORD = re.compile(r"[a-z0-9']+")
@@ -63,10 +69,14 @@ def words(text: str) -> list[str]:
 class TurnRules:
     min_words: int = 3  # words (beside acknowledgements) that make speech over the robot a turn
     backchannels: str = BACKCHANNELS  # comma-separated phrases
+    # and seconds of voice: WebRTC's VAD hears Piper's "mm-hmm" for 0.62 s, "why do cats purr?" for 1.08 s
+    min_speech_s: float = 0.8
 
     def __post_init__(self):
         if self.min_words < 1:
             raise ValueError(f"turn.min_words: {self.min_words} is below 1 (1 = every word is a turn)")
+        if self.min_speech_s < 0:
+            raise ValueError(f"turn.min_speech_s: {self.min_speech_s} is negative (0 = words alone decide)")
 
     @property
     def phrases(self) -> list[list[str]]:
@@ -74,14 +84,16 @@ class TurnRules:
         phrases = [words(p) for p in self.backchannels.split(",")]
         return sorted((p for p in phrases if p), key=len, reverse=True)
 
-    def kind(self, text: str) -> Speech:
+    def kind(self, text: str, spoken_s: float | None = None) -> Speech:
+        """`spoken_s`: how long the user's voice has lasted (None: unknown, words decide)."""
         heard = words(text)
         if not heard:
             return Speech.EMPTY
         rest = _strip_acknowledgements(heard, self.phrases)
         if not rest:
             return Speech.BACKCHANNEL
-        return Speech.TURN if len(rest) >= self.min_words else Speech.SHORT
+        long_enough = spoken_s is None or spoken_s >= self.min_speech_s
+        return Speech.TURN if len(rest) >= self.min_words and long_enough else Speech.SHORT
 
 
 def _strip_acknowledgements(heard: list[str], phrases: list[list[str]]) -> list[str]:
@@ -95,6 +107,37 @@ def _strip_acknowledgements(heard: list[str], phrases: list[list[str]]) -> list[
     return heard[i:]
 
 
+class VoicedSpan:
+    """How long the user has spoken in the open utterance, from asr/voice: `start`
+    (an utterance opens), `more` (voice again after a gap), `end` (voice fell silent,
+    stamped at the last voiced audio).  Pauses inside the utterance count as speech."""
+
+    def __init__(self):
+        self._onset: float | None = None
+        self._until: float | None = None  # None while the voice goes on
+        self._heard = False  # asr/voice came at least once: the ASR has a voice detector
+
+    def voice(self, what: str, t: float) -> None:
+        self._heard = True
+        if what == "start" or self._onset is None:
+            self._onset, self._until = t, None
+        elif what == "more":
+            self._until = None
+        else:
+            self._until = t
+
+    def seconds(self, now: float) -> float | None:
+        """None when no asr/voice ever came (an ASR without a voice detector: words decide);
+        0 when words come before their utterance's asr/voice (topics race on the wire)."""
+        if self._onset is None:
+            return 0.0 if self._heard else None
+        return max(0.0, (self._until if self._until is not None else now) - self._onset)
+
+    def close(self) -> None:
+        """The utterance is final."""
+        self._onset = self._until = None
+
+
 class VoiceControl:
     """tts_node's reaction to the user while a reply plays (not thread-safe: the node locks)."""
 
@@ -106,6 +149,7 @@ class VoiceControl:
         self.resume_s = resume_s
         self.clock = clock
         self.resume_at: float | None = None  # paused until then
+        self.span = VoicedSpan()
 
     @property
     def paused(self) -> bool:
@@ -115,12 +159,13 @@ class VoiceControl:
         """A pause does not outlive its reply."""
         self.resume_at = None
 
-    def voice(self) -> Voice:
-        """The user's voice began (the ASR's voice detector)."""
-        return self._pause() if self.pausing else Voice.KEEP
+    def voice(self, what: str, t: float) -> Voice:
+        """asr/voice (`what` in VOICE_KINDS, `t` its stamp): voice (again) pauses."""
+        self.span.voice(what, t)
+        return self._pause() if self.pausing and what != "end" else Voice.KEEP
 
     def partial(self, text: str) -> Voice:
-        kind = self.rules.kind(text)
+        kind = self.rules.kind(text, self.span.seconds(self.clock()))
         if kind is Speech.TURN:
             return self._stop()
         if kind is Speech.SHORT and self.pausing:
@@ -130,7 +175,9 @@ class VoiceControl:
         return Voice.KEEP
 
     def final(self, text: str) -> Voice:
-        if self.rules.kind(text) is Speech.TURN:
+        kind = self.rules.kind(text, self.span.seconds(self.clock()))
+        self.span.close()
+        if kind is Speech.TURN:
             return self._stop()
         return self._resume() if self.paused else Voice.KEEP
 
@@ -171,6 +218,7 @@ class TurnGate:
         self._opened_at = 0.0
         self._passing = False
         self._held_end = None
+        self.span = VoicedSpan()
 
     def robot_talks(self) -> None:
         """robot_speaking went true (only tts_node's word counts: a committed reply may never play)."""
@@ -186,8 +234,12 @@ class TurnGate:
         if self._over_robot is None:
             self._over_robot, self._passing = self._robot_talks, not self._robot_talks
             self._opened_at = self.clock()
-        self._passing = self._passing or self.rules.kind(text) is Speech.TURN
+        self._passing = self._passing or self.rules.kind(text, self.span.seconds(self.clock())) is Speech.TURN
         return self._passing
+
+    def voice(self, what: str, t: float) -> None:
+        """asr/voice: how long the user has spoken counts (TurnRules.min_speech_s)."""
+        self.span.voice(what, t)
 
     def partial(self, text: str) -> bool:
         """Whether the engine should hear this partial."""
@@ -206,9 +258,11 @@ class TurnGate:
         races robot_speaking on the wire, nothing says when it began)."""
         if self._over_robot is None:
             held, self._held_end = self._held_end, None
+            self.span.close()
             return [e for e in (held, event) if e is not None]
         passing = self._sees(text)
         held, self._held_end, self._over_robot = self._held_end, None, None
+        self.span.close()
         if passing:
             return [e for e in (held, event) if e is not None]
         self.ignored += 1
@@ -236,9 +290,13 @@ TURN_PARAMS = {
         _RULES.backchannels,
         "comma-separated acknowledgements, in the ASR's spelling, that make no turn over the robot",
     ),
+    "turn.min_speech_s": (
+        _RULES.min_speech_s,
+        "and it is a turn only after this many seconds of the user's voice (asr/voice); 0 = words alone decide",
+    ),
 }
 
 
 def turn_rules(params: dict) -> TurnRules:
     """The rules from a node's parameter values; ValueError names the parameter at fault."""
-    return TurnRules(params["turn.min_words"], params["turn.backchannels"])
+    return TurnRules(params["turn.min_words"], params["turn.backchannels"], params["turn.min_speech_s"])

@@ -130,3 +130,20 @@ def test_an_utterance_half_heard_when_the_mute_starts_ends_there(synth):
     assert [e.kind for e in muted] == ["final"]  # what was heard, at once, nothing more
     assert muted[0].t_speech_end <= half / 32000 + 0.031 and muted[0].text.startswith("what is")
     assert asr.flush() == [] and not asr.in_utterance
+
+
+def test_the_voice_starts_ends_and_comes_back_within_an_utterance(synth):
+    """asr/voice's events: start when an utterance opens, end at the last voiced audio
+    once it has been silent a moment, more when the user goes on before the endpoint."""
+    first, first_s = spoken(synth, "What is the capital")
+    second, _ = spoken(synth, "of France?")
+    gap = SILENCE_1S[: 2 * 16000 * 3 // 10]  # 0.3 s: longer than VOICE_GAP_S, shorter than the endpoint
+    asr = StreamingAsr(make_recognizer("pocketsphinx"), endpoint_silence=0.5)
+    changes = []
+    for chunk in chunks(first + gap + second + SILENCE_1S):
+        asr.feed(chunk)
+        changes += asr.voice_changes()
+    kinds = [what for what, _ in changes]
+    assert kinds == ["start", "end", "more", "end"], changes
+    assert abs(changes[1][1] - first_s) < 0.1  # the end is timed at the last voiced audio
+    assert changes[2][1] > changes[1][1] + 0.2

@@ -36,8 +36,12 @@ class User:
         self.final.publish(String(data=text))
 
     def hears_predgen(self) -> bool:
-        """predgen_node subscribes to the final (it does only while active; tts_node does too)."""
-        return any(info.node_name == "predgen_node" for info in self.probe.node.get_subscriptions_info_by_topic("asr/final"))
+        """predgen_node subscribes to the final (it does only while active; tts_node does too),
+        and this user's end of speech reaches it (a matched writer: nothing said is lost)."""
+        subscribed = any(
+            info.node_name == "predgen_node" for info in self.probe.node.get_subscriptions_info_by_topic("asr/final")
+        )
+        return subscribed and self.speech_end.get_subscription_count() > 0
 
 
 @pytest.fixture
@@ -139,6 +143,7 @@ def test_asr_node_hears_only_while_active_and_starts_its_source_again_on_activat
             finals: list[str] = []
             probe.node.create_subscription(String, "asr/partial", lambda m: heard.append(m.data), TEXT_QOS)
             probe.node.create_subscription(String, "asr/final", lambda m: finals.append(m.data), TEXT_QOS)
+            probe.node.create_subscription(Header, "asr/speech_end", lambda m: None, TEXT_QOS)  # as predgen_node does
             assert probe.state("asr_node") == "unconfigured"
             assert probe.change_state("asr_node", "configure") and probe.state("asr_node") == "inactive"
             assert heard == [] and finals == []

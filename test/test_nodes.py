@@ -234,6 +234,7 @@ def test_asr_node_is_deaf_while_the_robot_speaks(user_speech_wav):
         speaking = asr.node.create_publisher(Bool, "robot_speaking", TEXT_QOS)
         asr.node.create_subscription(String, "asr/partial", lambda m: heard.append(m.data), TEXT_QOS)
         asr.node.create_subscription(String, "asr/final", lambda m: heard.append(m.data), TEXT_QOS)
+        asr.node.create_subscription(Header, "asr/speech_end", lambda m: None, TEXT_QOS)  # it starts once all are heard
         asr.node.create_subscription(
             DiagnosticArray,
             "/diagnostics",

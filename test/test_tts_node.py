@@ -128,6 +128,7 @@ def test_a_pause_that_resumes_plays_the_rest_of_the_sentence_and_nothing_twice(t
         listener.spin_until(lambda: len(listener.interruptions) == 2, timeout=5, graph=graph)  # no words: resumed after resume_s
         time.sleep(0.5)
         listener.voice.publish(Header())
+        listener.spin_until(lambda: len(listener.interruptions) == 3, timeout=5, graph=graph)  # paused before the words
         listener.partial.publish(String(data="uh"))
         listener.final.publish(String(data="ah"))  # an acknowledgement: resumed at its final
 

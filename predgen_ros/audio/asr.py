@@ -23,6 +23,7 @@ from .pcm import SAMPLE_RATE, AsrError
 BACKENDS = ("pocketsphinx", "vosk", "text")
 VADS = ("webrtc", "silero")
 SMART_TURN_WINDOW_S = 8.0  # the utterance audio kept for Smart Turn (it reads the last 8 s)
+VOICE_GAP_S = 0.1  # silence inside an utterance that asr/voice reports as the voice's end
 
 
 @dataclass(frozen=True)
@@ -150,11 +151,18 @@ class StreamingAsr:
         self._text_estimate: tuple[str, float] | None = None  # (hypothesis, P(the user is done)) from the LLM
         self._early: tuple[str, float] | None = None  # (text, speech end) of the last final a pause decided
         self._prefix = ""  # that final's text, while the user goes on after it
+        self._opened = 0  # utterances opened so far
+        self._voice_told = (0, False)  # (utterance, voicing) as voice_changes last told it
 
     @property
     def stream_time(self) -> float:
         """Seconds of audio seen so far."""
         return self._t
+
+    @property
+    def voiced_until(self) -> float:
+        """Stream time of the end of the last voiced audio."""
+        return self._last_voiced
 
     @property
     def in_utterance(self) -> bool:
@@ -189,6 +197,7 @@ class StreamingAsr:
             self.endpointer.speech()
             if not self._in_utterance:
                 self._in_utterance = True
+                self._opened += 1
                 self._hypothesis = ""
                 self._prefix = self._continued_text(voiced)
                 if not self._prefix:
@@ -207,6 +216,22 @@ class StreamingAsr:
             if events and events[-1].kind is Heard.FINAL:
                 self._early = (events[-1].text, self._last_voiced)
         return events
+
+    def voice_changes(self) -> list[tuple[str, float]]:
+        """What the voice did since the last call, as (asr/voice kind, stream time):
+        "start" when an utterance opened, "end" once its voice has been silent for
+        VOICE_GAP_S (timed at the last voiced audio), "more" when voice came back."""
+        told, voicing = self._voice_told
+        if not self._in_utterance:
+            return []
+        silent = self._t - self._last_voiced >= VOICE_GAP_S
+        if told != self._opened:
+            self._voice_told = (self._opened, True)
+            return [("start", self._t)]
+        if voicing == silent:
+            self._voice_told = (told, not silent)
+            return [("end", self._last_voiced) if silent else ("more", self._last_voiced)]
+        return []
 
     def _with_prefix(self, hypothesis: str) -> str:
         return " ".join(f"{self._prefix} {hypothesis}".split()) if hypothesis.strip() else ""

@@ -43,7 +43,7 @@ QUIET_S = 2.0  # a trial starts once the robot has been silent, with no new turn
 # The interruption policies compared: the default, and the behaviour before turn-taking.
 POLICIES = {
     "pause": {"tts.interruption": "pause"},
-    "stop": {"tts.interruption": "stop", "turn.min_words": 1, "turn.backchannels": ""},
+    "stop": {"tts.interruption": "stop", "turn.min_words": 1, "turn.backchannels": "", "turn.min_speech_s": 0.0},
 }
 GRAPH_OVERRIDES = {
     "asr.backend": "pocketsphinx",

@@ -34,7 +34,7 @@ from ..audio.pcm import SAMPLE_RATE, AsrError, chunks, microphone_chunks, read_w
 from ..audio.text_asr import CHARS_PER_MINUTE, QuestionError, load_questions, text_partials
 from ..events import Heard
 from .common import ERROR, OK, TEXT_QOS, WARN, ManagedNode, StartupError, run_node, stamp
-from .messages import audio_rate, speech_end
+from .messages import audio_rate, speech_end, voice_event
 
 ASR_PARAMS = {
     "asr.backend": ("pocketsphinx", f"{' | '.join(BACKENDS)}"),
@@ -109,7 +109,7 @@ class AsrNode(ManagedNode):
         self.partial_pub = self.create_publisher(String, "asr/partial", TEXT_QOS)
         self.final_pub = self.create_publisher(String, "asr/final", TEXT_QOS)
         self.speech_end_pub = self.create_publisher(Header, "asr/speech_end", TEXT_QOS)
-        self.voice_pub = self.create_publisher(Header, "asr/voice", TEXT_QOS)  # tts_node pauses on it
+        self.voice_pub = self.create_publisher(Header, "asr/voice", TEXT_QOS)  # the voice's start/end: turn_taking.py
         self.asr: StreamingAsr | None = None
         self.robot_speaking = False
         self.replies = 0  # robot_speaking true -> false transitions seen
@@ -293,11 +293,11 @@ class AsrNode(ManagedNode):
             # after an early final the user may go on: hear it (tts_node stops on the partial)
             muted = self.robot_speaking and self.p["asr.mute_while_robot_speaks"] and not asr.listening_for_more()
             self.state = AsrState.MUTED if muted else AsrState.LISTENING
-            opened = asr.in_utterance
-            for event in asr.skip(pcm) if muted else asr.feed(pcm):
+            events = asr.skip(pcm) if muted else asr.feed(pcm)
+            for what, t in asr.voice_changes():  # before the words: tts_node pauses on the voice
+                self.voice_pub.publish(voice_event(stamp(t0 + t), what))
+            for event in events:
                 self._publish_event(event, t0)
-            if asr.in_utterance and not opened:
-                self.voice_pub.publish(Header(stamp=stamp(time.time())))
         for event in asr.flush():
             self._publish_event(event, t0)
         self.state = AsrState.INPUT_FINISHED

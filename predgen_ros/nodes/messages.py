@@ -3,7 +3,8 @@
 asr/speech_end       std_msgs/Header      stamp: end of the user's voiced audio; frame_id: the utterance number
 tts/first_audio      std_msgs/Header      stamp: the reply's first chunk reached the sink; frame_id: its sentence,
                                           after "cached:" when its opening came from the audio cache
-asr/voice            std_msgs/Header      stamp: the user's voice began (an utterance opens)
+asr/voice            std_msgs/Header      frame_id: start (an utterance opens), end (its voice fell silent), more
+                                          (voice again); stamp: when (for end: the last voiced audio)
 tts/interruption     std_msgs/Header      stamp: the robot's voice fell silent or went on; frame_id: pause, resume or stop
 audio/user, tts/audio std_msgs/Int16MultiArray  mono int16 samples; layout.dim[0].label: the rate, "mono_16000hz"
 turn/end_probability diagnostic_msgs/KeyValue   key: the partial; value: P(the user is done after it)
@@ -44,6 +45,11 @@ def first_audio_cached(msg: Header) -> bool:
 
 def voice_event(stamp: Time, what: str) -> Header:
     return Header(stamp=stamp, frame_id=what)
+
+
+def voice_kind(msg: Header) -> str:
+    """An asr/voice's kind; "" (a sender that only marks onsets) is a start."""
+    return msg.frame_id.strip() or "start"
 
 
 def sentence_of(msg: Header) -> str:

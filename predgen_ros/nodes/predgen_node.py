@@ -45,7 +45,7 @@ from .common import (
     stamp,
     status,
 )
-from .messages import end_probability, first_audio_cached, sentence_of, utterance_of
+from .messages import end_probability, first_audio_cached, sentence_of, utterance_of, voice_kind
 
 PREDGEN_PARAMS = {**ENGINE_PARAMS, **TURN_PARAMS}
 # The key-values of each predgen/latency status (docs/guide.md#topics-services-qos).
@@ -138,8 +138,10 @@ class PredgenNode(ManagedNode):
         self.worker.start()
         # Subscriptions last: asr_node starts talking once they exist.  The executor takes
         # ready messages in the order their subscriptions were made: asr/speech_end comes
-        # before asr/final, so the final knows its utterance number.
+        # before asr/final, so the final knows its utterance number, and asr/voice before
+        # the words, so they know how long the user has spoken.
         self._listening = [
+            self.create_subscription(Header, "asr/voice", self._on_voice, TEXT_QOS),
             self.create_subscription(String, "asr/partial", self._on_partial, TEXT_QOS),
             self.create_subscription(Header, "asr/speech_end", self._on_speech_end, TEXT_QOS),
             self.create_subscription(String, "asr/final", self._on_final, TEXT_QOS),
@@ -183,6 +185,9 @@ class PredgenNode(ManagedNode):
     def _on_speech_end(self, msg: Header) -> None:
         for event in self.gate.speech_end(Event(Heard.SPEECH_END, utterance_of(msg) or "", seconds(msg.stamp))):
             self.worker.mailbox.post(event)
+
+    def _on_voice(self, msg: Header) -> None:
+        self.gate.voice(voice_kind(msg), seconds(msg.stamp))
 
     def _on_robot_speaking(self, msg: Bool) -> None:
         if msg.data:

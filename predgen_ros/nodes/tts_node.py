@@ -41,9 +41,10 @@ from .common import (
     StartupError,
     release_free_memory,
     run_node,
+    seconds,
     stamp,
 )
-from .messages import audio_chunk, first_audio, voice_event
+from .messages import audio_chunk, first_audio, voice_event, voice_kind
 
 TTS_PARAMS = {
     "tts.voice_path": ("", "Piper voice .onnx (its .onnx.json beside it); empty = embedded en_US joe medium"),
@@ -137,9 +138,9 @@ class TtsNode(ManagedNode):
         self._listening = [
             self.say_sub,
             self.create_subscription(String, "predgen/candidate", self._on_candidate, TEXT_QOS),
+            self.create_subscription(Header, "asr/voice", self._on_user_voice, TEXT_QOS),  # before the words it times
             self.create_subscription(String, "asr/partial", self._on_user_partial, TEXT_QOS),
             self.create_subscription(String, "asr/final", self._on_user_final, TEXT_QOS),
-            self.create_subscription(Header, "asr/voice", self._on_user_voice, TEXT_QOS),
         ]
 
     def deactivate(self) -> None:
@@ -184,14 +185,16 @@ class TtsNode(ManagedNode):
         self._react(lambda control: control.final(msg.data), msg.data)
 
     def _on_user_voice(self, msg: Header) -> None:
-        self._react(lambda control: control.voice())
+        self._react(lambda control: control.voice(voice_kind(msg), seconds(msg.stamp)))
 
     def _react(self, decide, heard: str = "") -> None:
-        """Apply VoiceControl's decision while a reply plays; the player acts within one chunk."""
-        if not (self.speaking and self.p["tts.barge_in"]):
-            return
+        """VoiceControl hears everything (how long the user spoke counts); its decision
+        applies while a reply plays, and the player acts on it within one chunk."""
         with self._ready:
-            if decide(self.voice_control) is Voice.STOP:
+            decision = decide(self.voice_control)
+            if not (self.speaking and self.p["tts.barge_in"]):
+                return
+            if decision is Voice.STOP:
                 self._turn_heard = heard  # for the log line: which words made the turn
                 self._barge.set()
             self._ready.notify_all()
