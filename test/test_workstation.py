@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -82,3 +83,53 @@ def test_a_failed_run_leaves_nothing_behind():
     with pytest.raises(RuntimeError, match="the run failed"), TwoHosts() as hosts:
         raise RuntimeError("the run failed")
     assert harness_objects(hosts) == []
+
+
+@pytest.fixture(scope="module")
+def faults(tmp_path_factory):
+    """One run of the split graph through the three faults (eval/split.py), in a process of
+    its own: it joins the robot's namespace.  Bounded: it stops by itself within 15 min."""
+    out = tmp_path_factory.mktemp("split")
+    proc = subprocess.run(
+        [sys.executable, "-m", "predgen_ros.eval.split", "faults", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    log = (out / "graph.log").read_text() if (out / "graph.log").exists() else ""
+    assert proc.returncode == 0, proc.stderr[-3000:] + log[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.graph
+def test_the_split_leaves_no_namespace_or_link_behind(faults):
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    assert faults["harness"]["namespaces"] and not set(faults["harness"]["namespaces"]) & set(listed)
+    assert not [dev for dev in faults["harness"]["interfaces"] if dev in links]
+
+
+@pytest.mark.graph
+def test_a_link_down_mid_question_is_reported_and_the_question_answered_when_it_returns(faults):
+    outcome = faults["link_down"]
+    assert outcome["outage_s"] >= 3.0
+    assert outcome["unreachable_reported"]  # asr_node's /diagnostics on the robot
+    assert outcome["partials_while_down"] > 0  # asr_node kept listening
+    assert outcome["answered_after_recovery"] and outcome["reachable_again"], outcome
+
+
+@pytest.mark.graph
+def test_a_restarted_predgen_node_leaves_nothing_stale_and_answers_the_next_question(faults):
+    outcome = faults["predgen_restart"]
+    assert outcome["reply_began"] and outcome["fell_silent"], outcome
+    assert outcome["stale_spoken"] == 0
+    assert outcome["reachable_after_restart"] and outcome["next_answered"], outcome
+
+
+@pytest.mark.graph
+def test_a_workstation_gone_for_good_is_reported_and_the_robot_keeps_listening(faults):
+    outcome = faults["workstation_gone"]
+    assert outcome["unreachable_reported"] and "PredGen node unreachable" in outcome["asr_message"], outcome
+    assert outcome["asr_level"] == 1  # WARN: the robot still works, it cannot answer
+    assert outcome["partials_heard"] > 0 and not outcome["spoken"]
+    assert outcome["robot_nodes_running"]

@@ -33,8 +33,9 @@ from ..audio.endpoint import POLICIES, EndpointConfig, Endpointer, EndpointError
 from ..audio.pcm import SAMPLE_RATE, AsrError, chunks, microphone_chunks, read_wav
 from ..audio.text_asr import CHARS_PER_MINUTE, QuestionError, load_questions, text_partials
 from ..events import Heard
-from .common import ERROR, OK, TEXT_QOS, WARN, ManagedNode, StartupError, run_node, stamp
+from .common import ERROR, OK, STATE_QOS, TEXT_QOS, WARN, ManagedNode, StartupError, run_node, stamp
 from .messages import audio_rate, speech_end, voice_event
+from .peer_watch import PeerWatch
 
 ASR_PARAMS = {
     "asr.backend": ("pocketsphinx", f"{' | '.join(BACKENDS)}"),
@@ -111,6 +112,7 @@ class AsrNode(ManagedNode):
         self.speech_end_pub = self.create_publisher(Header, "asr/speech_end", TEXT_QOS)
         self.voice_pub = self.create_publisher(Header, "asr/voice", TEXT_QOS)  # the voice's start/end: turn_taking.py
         self.asr: StreamingAsr | None = None
+        self.predgen = PeerWatch(self)  # on a split robot, the other host may go away
         self.robot_speaking = False
         self.replies = 0  # robot_speaking true -> false transitions seen
         self.utterances = 0
@@ -133,7 +135,7 @@ class AsrNode(ManagedNode):
         self._stopping.clear()
         self.state, self.error = AsrState.STARTING, ""
         self._listening = [
-            self.create_subscription(Bool, "robot_speaking", self._on_robot_speaking, TEXT_QOS),
+            self.create_subscription(Bool, "robot_speaking", self._on_robot_speaking, STATE_QOS),
             self.create_subscription(KeyValue, "turn/end_probability", self._on_end_probability, TEXT_QOS),
         ]
         if self._arrived is not None:
@@ -358,10 +360,14 @@ class AsrNode(ManagedNode):
 
     # ----------------------------------------------------------- diagnostics
     def health(self):
+        level, message = self.state.level, self.error or self.state.value
+        if not self.predgen.reachable():
+            level, message = max(level, WARN), f"{message}; {self.predgen.describe()}"
         return (
-            self.state.level,
-            self.error or self.state.value,
+            level,
+            message,
             {
+                "predgen_reachable": self.predgen.reachable(),
                 "backend": self.p["asr.backend"],
                 "input": self.p["asr.input"] if self.p["asr.backend"] != "text" else "text",
                 "state": self.state.value,

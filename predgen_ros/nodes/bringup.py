@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -73,12 +74,16 @@ class Graph:
         nodes=NODES,
         env: dict[str, str] | None = None,
         log: TextIO | None = sys.stdout,
+        placement: Callable[[str], tuple[list[str], dict[str, str]]] | None = None,
     ):
+        """`placement`: where a node runs, as (command prefix, environment) for its name
+        (a network namespace of TwoHosts); None: here."""
         self.params_file = Path(params_file)
         self.overrides = overrides or {}
         self.nodes = nodes
         self.env = {**os.environ, **(env or {})}
         self.log = log
+        self.placement = placement or (lambda node: ([], {}))
         self.procs: dict[str, subprocess.Popen] = {}
         self._log_lock = threading.Lock()
 
@@ -90,9 +95,16 @@ class Graph:
     def launch(self, node: str, overrides: dict[str, Any] | None = None) -> subprocess.Popen:
         """Start `node` (again, after it stopped: a supervisor's respawn); `overrides`
         replace the graph's for this start."""
-        command = node_command(node, self.params_file, {**self.overrides, **(overrides or {})})
+        prefix, env = self.placement(node)
+        command = [*prefix, *node_command(node, self.params_file, {**self.overrides, **(overrides or {})})]
         proc = subprocess.Popen(
-            command, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, start_new_session=True
+            command,
+            env={**self.env, **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+            start_new_session=True,
         )
         self.procs[node] = proc
         threading.Thread(target=self._relay, args=(node, proc), daemon=True).start()

@@ -36,6 +36,7 @@ from .common import (
     AUDIO_QOS,
     ERROR,
     OK,
+    STATE_QOS,
     TEXT_QOS,
     ManagedNode,
     StartupError,
@@ -45,6 +46,7 @@ from .common import (
     stamp,
 )
 from .messages import audio_chunk, first_audio, voice_event, voice_kind
+from .peer_watch import PeerWatch
 
 TTS_PARAMS = {
     "tts.voice_path": ("", "Piper voice .onnx (its .onnx.json beside it); empty = embedded en_US joe medium"),
@@ -76,7 +78,7 @@ class TtsNode(ManagedNode):
     def __init__(self):
         super().__init__("tts_node", TTS_PARAMS)
         self.audio_pub = self.create_publisher(Int16MultiArray, "tts/audio", AUDIO_QOS) if self.p["tts.sink"] == "topic" else None
-        self.speaking_pub = self.create_publisher(Bool, "robot_speaking", TEXT_QOS)
+        self.speaking_pub = self.create_publisher(Bool, "robot_speaking", STATE_QOS)
         self.first_audio_pub = self.create_publisher(Header, "tts/first_audio", TEXT_QOS)
         self.played_pub = self.create_publisher(String, "tts/played", TEXT_QOS)
         self.interruption_pub = self.create_publisher(Header, "tts/interruption", TEXT_QOS)
@@ -106,6 +108,9 @@ class TtsNode(ManagedNode):
         self._stopping = threading.Event()
         self._in_reply = False
         self._discarding = False  # after a barge-in or a sink error: drop the rest of the reply
+        self._stale = False  # predgen_node went away mid-reply: drop what it said until the user speaks again
+        self.stale_dropped = 0
+        self.predgen = PeerWatch(self)
         self._play_until = 0.0  # when the audio handed to a self-paced schedule ends
 
     # ------------------------------------------------------------- lifecycle
@@ -166,6 +171,9 @@ class TtsNode(ManagedNode):
     # ------------------------------------------------------------ callbacks
     def _on_say(self, msg: String) -> None:
         with self._ready:
+            if self._stale:  # the rest of a reply the robot already ended (a link that came back)
+                self.stale_dropped += 1
+                return
             if len(self._queue) >= MAX_QUEUED:
                 self.get_logger().warning(f"more than {MAX_QUEUED} sentences queued; dropping the oldest")
                 self._queue.popleft()
@@ -191,6 +199,7 @@ class TtsNode(ManagedNode):
         """VoiceControl hears everything (how long the user spoke counts); its decision
         applies while a reply plays, and the player acts on it within one chunk."""
         with self._ready:
+            self._stale = False  # the user speaks: what predgen_node says next answers them
             decision = decide(self.voice_control)
             if not (self.speaking and self.p["tts.barge_in"]):
                 return
@@ -206,6 +215,8 @@ class TtsNode(ManagedNode):
             try:
                 if item is None and candidate:
                     self.synth.synthesize(self.synth.pieces(candidate)[0])
+                elif item is None and self._in_reply and not self.predgen.reachable():
+                    self._abandon_reply()
                 elif item == "":
                     self._end_reply()
                 elif item is not None:
@@ -330,6 +341,16 @@ class TtsNode(ManagedNode):
         self._discarding = True
         self._close_reply()
 
+    def _abandon_reply(self) -> None:
+        """predgen_node went away mid-reply (its host, or the link): the robot falls silent
+        instead of waiting for an end that may never come; what arrives of it later is stale."""
+        self.get_logger().warning(f"{self.predgen.describe()} in the middle of reply {self.replies}: ending it")
+        with self._ready:
+            self._stale = True
+            self._queue.clear()
+        self._discarding = False
+        self._close_reply()
+
     def _fail_reply(self, err: Exception) -> None:
         self.sink_errors += 1
         self.error_reply = self.replies
@@ -364,6 +385,8 @@ class TtsNode(ManagedNode):
             "resumes": self.resumes,
             "audio_errors": self.sink_errors,
             "say_publishers": self.say_sub.get_publisher_count() if self.say_sub else 0,  # 0: no predgen_node found yet
+            "predgen_reachable": self.predgen.reachable(),
+            "stale_dropped": self.stale_dropped,
         }
         if self.sink_errors and self.error_reply == self.replies:
             return ERROR, f"reply {self.error_reply}: {self.last_error}", values

@@ -22,6 +22,7 @@ import subprocess
 
 SUBNET = "10.213.{}.{}"  # a /30 of 10.213.0.0/16, chosen per process so that two harnesses never share one
 HOSTS = ("robot", "workstation")
+CLONE_NEWNET = 0x40000000  # setns(2): join a network namespace
 
 
 class TwoHostsError(RuntimeError):
@@ -93,6 +94,20 @@ class TwoHosts:
     def prefix(self, host: str) -> list[str]:
         """The command prefix that runs a program on `host`."""
         return ["ip", "netns", "exec", self.namespace[host]]
+
+    def enter(self, host: str) -> None:
+        """Move this process's network into `host` (setns), for a program that plays a part
+        of that host (a robot-side probe).  Call it before rclpy starts DDS's threads; the
+        process stays there, so give it a process of its own."""
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = os.open(f"/var/run/netns/{self.namespace[host]}", os.O_RDONLY)
+        try:
+            if libc.setns(fd, CLONE_NEWNET) != 0:
+                raise TwoHostsError(f"cannot enter {self.namespace[host]}: {os.strerror(ctypes.get_errno())}")
+        finally:
+            os.close(fd)
 
     def exec(self, host: str, *command: str) -> subprocess.CompletedProcess:
         result = subprocess.run([*self.prefix(host), *command], capture_output=True, text=True, timeout=10)

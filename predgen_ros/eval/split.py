@@ -1,0 +1,312 @@
+"""The robot/workstation split on one machine, over real DDS, and what the robot does when the link fails.
+
+`SplitGraph` runs asr_node and tts_node in the `robot` namespace and predgen_node
+in `workstation` (nodes/two_hosts.py), on a domain of its own with discovery
+across the veth only.  This process then joins `robot` and talks to the graph as
+a robot-side program: real speech on `audio/user`, the robot's voice and
+diagnostics observed on the robot.  A process that joined a namespace stays in
+it, so `python -m predgen_ros.eval.split faults` runs in a process of its own
+and prints what happened as JSON (test/test_workstation.py asserts on it).
+
+The faults, and what the robot does in each:
+
+  link_down         the link goes down in the middle of a question, for 3 s and at least
+                    until asr_node reports PredGen unreachable, then comes back: asr_node
+                    kept hearing the question, reliable QoS delivers it when the link
+                    returns, and it is answered.
+  predgen_restart   predgen_node is killed while the robot answers and started again: the
+                    robot falls silent (tts_node ends a reply its author can no longer
+                    finish), speaks nothing of the old turn, and answers the next question.
+  workstation_gone  predgen_node is killed and the link stays down: asr_node reports PredGen
+                    unreachable on /diagnostics and keeps listening, the robot says nothing,
+                    and no robot node crashes or hangs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..nodes.bringup import HALVES, Graph, default_params_file
+from ..nodes.two_hosts import TwoHosts
+
+QUESTIONS = ("What is the capital of France?", "Name one planet of the solar system.", "Tell me a fun fact about whales.")
+GRAPH_OVERRIDES = {"asr.backend": "pocketsphinx", "asr.input": "topic", "tts.sink": "none", "tts.realtime": True}
+OUTAGE_S = 3.0
+ANSWER_TIMEOUT_S = 60.0
+HEARTBEAT_WAIT_S = 15.0  # PeerWatch's 3 s, with room for a slow machine
+
+
+def host_of(node: str) -> str:
+    return next(host for host, nodes in HALVES.items() if node in nodes)
+
+
+class SplitGraph:
+    """TwoHosts and the graph placed on them; on enter, this process joins the robot."""
+
+    def __init__(self, params_file: Path, overrides: dict, log, domain_id: int | None = None, together: bool = False):
+        """`together`: every node on the robot (the single-host graph, in the same harness)."""
+        self.together = together
+        self.hosts = TwoHosts()
+        self.domain_id = domain_id if domain_id is not None else 150 + os.getpid() % 60
+        self.graph = Graph(params_file, overrides, log=log, placement=self._place)
+
+    def _place(self, node: str) -> tuple[list[str], dict[str, str]]:
+        host = "robot" if self.together else host_of(node)
+        return self.hosts.prefix(host), self.hosts.ros_env(host, self.domain_id)
+
+    def __enter__(self) -> SplitGraph:
+        self.hosts.__enter__()
+        try:
+            os.environ.update(self.hosts.ros_env("robot", self.domain_id))
+            self.hosts.enter("robot")
+            self.graph.start()
+        except BaseException:
+            self.hosts.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.graph.stop()
+        finally:
+            self.hosts.close()
+
+
+def spoken_questions(texts=QUESTIONS) -> list[np.ndarray]:
+    from ..audio.pcm import to_pcm16k
+    from ..audio.tts import PiperSynthesizer
+
+    synth = PiperSynthesizer()
+    clips = []
+    for text in texts:
+        speech = synth.synthesize(text)
+        clips.append(np.frombuffer(to_pcm16k(speech.samples, speech.sample_rate), dtype=np.int16))
+    return clips
+
+
+class RobotSide:
+    """What a program on the robot sees: the robot's voice, the user's partials, diagnostics."""
+
+    def __init__(self, graph: Graph):
+        from std_msgs.msg import Bool, Header, String
+
+        from ..nodes.common import TEXT_QOS, seconds
+        from ..nodes.probe import GraphProbe
+        from .interruptions import AudioFeed
+
+        self.probe = GraphProbe("predgen_split_robot", graph)
+        sub = self.probe.node.create_subscription
+        self.first_audio: list[float] = []
+        self.speaking: list[tuple[float, bool]] = []
+        self.partials = 0
+        sub(Header, "tts/first_audio", lambda m: self.first_audio.append(seconds(m.stamp)), TEXT_QOS)
+        sub(Bool, "robot_speaking", lambda m: self.speaking.append((time.time(), m.data)), TEXT_QOS)
+        sub(String, "asr/partial", lambda m: setattr(self, "partials", self.partials + 1), TEXT_QOS)
+        self.feed = AudioFeed(self.probe.node)
+
+    @property
+    def is_speaking(self) -> bool:
+        return bool(self.speaking) and self.speaking[-1][1]
+
+    def predgen_reachable(self) -> str:
+        """asr_node's word for it: "True", "False", or "" before its first report."""
+        return self.probe.value("asr_node", "predgen_reachable")
+
+    def spoke_after(self, t: float) -> bool:
+        return any(stamp > t for stamp in self.first_audio)
+
+    def quiet(self) -> None:
+        self.probe.wait_for(lambda: not self.is_speaking, ANSWER_TIMEOUT_S)
+        self.probe.spin_for(1.0)
+
+    def close(self) -> None:
+        self.feed.close()
+        self.probe.close()
+
+
+def fault_link_down(split: SplitGraph, robot: RobotSide, question: np.ndarray) -> dict:
+    robot.quiet()
+    onset = robot.feed.play(question)
+    robot.probe.spin_for(0.5)  # the user is in the middle of the question
+    down_at, partials = time.time(), robot.partials
+    split.hosts.link(False)
+    reported = robot.probe.wait_for(lambda: robot.predgen_reachable() == "False", HEARTBEAT_WAIT_S)
+    robot.probe.wait_for(lambda: False, max(0.0, down_at + OUTAGE_S - time.time()))
+    heard_while_down = robot.partials - partials
+    split.hosts.link(True)
+    up_at = time.time()
+    answered = robot.probe.wait_for(lambda: robot.spoke_after(onset), ANSWER_TIMEOUT_S)
+    return {
+        "outage_s": round(up_at - down_at, 2),
+        "unreachable_reported": reported,
+        "partials_while_down": heard_while_down,
+        "answered_after_recovery": answered,
+        "answer_after_link_up_s": round(min(t for t in robot.first_audio if t > onset) - up_at, 2) if answered else None,
+        "reachable_again": robot.probe.wait_for(lambda: robot.predgen_reachable() == "True", HEARTBEAT_WAIT_S),
+    }
+
+
+def fault_predgen_restart(split: SplitGraph, robot: RobotSide, question: np.ndarray, next_question: np.ndarray) -> dict:
+    robot.quiet()
+    onset = robot.feed.play(question)
+    began = robot.probe.wait_for(lambda: robot.is_speaking and robot.spoke_after(onset), ANSWER_TIMEOUT_S)
+    killed_at = time.time()
+    split.graph.kill("predgen_node")
+    fell_silent = robot.probe.wait_for(lambda: not robot.is_speaking, ANSWER_TIMEOUT_S)
+    split.graph.launch("predgen_node")
+    robot.probe.wait_active(["predgen_node"])
+    reachable = robot.probe.wait_for(lambda: robot.predgen_reachable() == "True", HEARTBEAT_WAIT_S)
+    robot.probe.spin_for(2.0)  # the robot's writers match the new predgen_node's readers
+    silent_until = time.time()
+    stale = [t for t in robot.first_audio if killed_at < t < silent_until]
+    next_onset = robot.feed.play(next_question)
+    return {
+        "reply_began": began,
+        "fell_silent": fell_silent,
+        "stale_spoken": len(stale),
+        "reachable_after_restart": reachable,
+        "next_answered": robot.probe.wait_for(lambda: robot.spoke_after(next_onset), ANSWER_TIMEOUT_S),
+    }
+
+
+def fault_workstation_gone(split: SplitGraph, robot: RobotSide, question: np.ndarray) -> dict:
+    robot.quiet()
+    split.graph.kill("predgen_node")
+    split.hosts.link(False)
+    reported = robot.probe.wait_for(lambda: robot.predgen_reachable() == "False", HEARTBEAT_WAIT_S)
+    partials = robot.partials
+    onset = robot.feed.play(question)
+    robot.probe.spin_for(len(question) / 16000 + 3.0)
+    level, message, values = robot.probe.health.get("asr_node", (0, "", {}))
+    return {
+        "unreachable_reported": reported,
+        "asr_message": message,
+        "asr_level": level,
+        "partials_heard": robot.partials - partials,
+        "spoken": robot.spoke_after(onset),
+        "robot_nodes_running": all(split.graph.procs[n].poll() is None for n in HALVES["robot"]),
+    }
+
+
+def run_faults(out: Path, params_file: Path | None = None) -> dict:
+    import rclpy
+
+    out.mkdir(parents=True, exist_ok=True)
+    questions = spoken_questions()
+    result: dict = {}
+    with open(out / "graph.log", "w") as log, SplitGraph(params_file or default_params_file(), GRAPH_OVERRIDES, log) as split:
+        result["harness"] = {
+            "namespaces": list(split.hosts.namespace.values()),
+            "interfaces": list(split.hosts.interface.values()),
+        }
+        rclpy.init()
+        try:
+            robot = RobotSide(split.graph)
+            try:
+                robot.probe.wait_active(("asr_node", "tts_node", "predgen_node"))
+                robot.probe.spin_for(2.0)  # asr_node hears silence first; discovery settles both ways
+                result["link_down"] = fault_link_down(split, robot, questions[0])
+                result["predgen_restart"] = fault_predgen_restart(split, robot, questions[1], questions[2])
+                result["workstation_gone"] = fault_workstation_gone(split, robot, questions[0])
+            finally:
+                robot.close()
+        finally:
+            rclpy.try_shutdown()
+    return result
+
+
+# The latency table: the same spoken questions through three set-ups and two policies.
+SETUPS = {"single host": (True, None), "split": (False, None), "split, 1 Mbit/s": (False, "1mbit")}
+POLICIES = ("predgen", "baseline")
+
+
+def run_latency(out: Path, limit: int, params_file: Path | None = None, progress=None) -> dict:
+    """p50/p90 of the audio latency (first audio - the question's last voiced sample) per
+    set-up and policy, and each question's latency (None: no answer within a minute)."""
+    from .interruption_bag import ROBOT_QUESTIONS
+    from .records import percentile
+
+    out.mkdir(parents=True, exist_ok=True)
+    texts = ROBOT_QUESTIONS.read_text(encoding="utf-8").split("\n")
+    texts = [t for t in texts if t.strip()][:limit]
+    clips = spoken_questions(texts)
+    table = {}
+    for setup, (together, rate) in SETUPS.items():
+        for policy in POLICIES:
+            name = f"{setup} / {policy}"
+            overrides = {**GRAPH_OVERRIDES, "policy": policy}
+            split = SplitGraph(params_file or default_params_file(), overrides, None, together=together)
+            with open(out / f"{setup.replace(' ', '-').replace(',', '')}-{policy}.log", "w") as log:
+                split.graph.log = log
+                latencies = _one_setup(split, rate, clips, progress)
+            heard = [x for x in latencies if x is not None]
+            table[name] = {
+                "questions": len(latencies),
+                "answered": len(heard),
+                "p50_s": round(percentile(heard, 50), 3) if heard else None,
+                "p90_s": round(percentile(heard, 90), 3) if heard else None,
+                "latencies_s": [None if x is None else round(x, 3) for x in latencies],
+            }
+    (out / "latency.json").write_text(json.dumps(table, indent=1), encoding="utf-8")
+    return table
+
+
+def _one_setup(split: SplitGraph, rate: str | None, clips, progress) -> list[float | None]:
+    import rclpy
+
+    from .interruption_bag import last_voiced_s
+
+    latencies: list[float | None] = []
+    with split:
+        if rate:
+            split.hosts.limit(rate)
+        rclpy.init()
+        try:
+            robot = RobotSide(split.graph)
+            try:
+                robot.probe.wait_active(("asr_node", "tts_node", "predgen_node"))
+                robot.probe.spin_for(2.0)
+                for clip in clips:
+                    robot.quiet()
+                    onset = robot.feed.play(clip)
+                    end = onset + last_voiced_s(clip)
+                    if robot.probe.wait_for(lambda onset=onset: robot.spoke_after(onset), ANSWER_TIMEOUT_S):
+                        latencies.append(min(t for t in robot.first_audio if t > onset) - end)
+                    else:
+                        latencies.append(None)
+                    if progress:
+                        progress()
+            finally:
+                robot.close()
+        finally:
+            rclpy.try_shutdown()
+    return latencies
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m predgen_ros.eval.split", description=__doc__.split("\n")[0])
+    parser.add_argument("what", choices=["faults", "latency"])
+    parser.add_argument("--out", type=Path, default=Path("split-out"))
+    parser.add_argument("--limit", type=int, default=10, help="latency: the first N robot questions (default 10)")
+    args = parser.parse_args(argv)
+    from ..nodes.two_hosts import TwoHostsError
+
+    try:
+        result = run_faults(args.out) if args.what == "faults" else run_latency(args.out, args.limit)
+    except TwoHostsError as err:
+        print(f"split: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,44 @@
+"""Whether predgen_node is still there, seen from the robot: its /diagnostics heartbeat.
+
+Every predgen_ros node reports on /diagnostics once a second.  When predgen_node
+runs on another host, DDS notices it gone only when its lease runs out (many
+seconds), and never while a link is down and comes back; the heartbeat says so
+within `timeout_s`.  asr_node reports it on /diagnostics, and tts_node ends a
+reply that predgen_node can no longer finish.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from diagnostic_msgs.msg import DiagnosticArray
+
+PEER = "predgen_node"
+TIMEOUT_S = 3.0  # three missed heartbeats
+
+
+class PeerWatch:
+    def __init__(self, node, peer: str = PEER, timeout_s: float = TIMEOUT_S, clock: Callable[[], float] = time.time):
+        self.peer = peer
+        self.timeout_s = timeout_s
+        self.clock = clock
+        self._status_name = f"/predgen_ros/{peer}"
+        self._last = clock()  # a peer that never reported counts from the watcher's start
+        self.seen = False
+        node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 10)
+
+    def _on_diagnostics(self, msg: DiagnosticArray) -> None:
+        if any(s.name == self._status_name for s in msg.status):
+            self._last, self.seen = self.clock(), True
+
+    def silent_s(self) -> float:
+        return self.clock() - self._last
+
+    def reachable(self) -> bool:
+        return self.silent_s() < self.timeout_s
+
+    def describe(self) -> str:
+        """One line for a diagnostics message when the peer is unreachable."""
+        heard = f"no heartbeat for {self.silent_s():.0f} s" if self.seen else "never heard"
+        return f"PredGen node unreachable ({self.peer}: {heard})"
