@@ -157,9 +157,11 @@ def fault_predgen_restart(split: SplitGraph, robot: RobotSide, question: np.ndar
     onset = robot.feed.play(question)
     began = robot.probe.wait_for(lambda: robot.is_speaking and robot.spoke_after(onset), ANSWER_TIMEOUT_S)
     killed_at = time.time()
+    robot.probe.graph = None  # predgen_node's exit is the fault, not a failure of the run
     split.graph.kill("predgen_node")
     fell_silent = robot.probe.wait_for(lambda: not robot.is_speaking, ANSWER_TIMEOUT_S)
     split.graph.launch("predgen_node")
+    robot.probe.graph = split.graph
     robot.probe.wait_active(["predgen_node"])
     reachable = robot.probe.wait_for(lambda: robot.predgen_reachable() == "True", HEARTBEAT_WAIT_S)
     robot.probe.spin_for(2.0)  # the robot's writers match the new predgen_node's readers
@@ -177,6 +179,7 @@ def fault_predgen_restart(split: SplitGraph, robot: RobotSide, question: np.ndar
 
 def fault_workstation_gone(split: SplitGraph, robot: RobotSide, question: np.ndarray) -> dict:
     robot.quiet()
+    robot.probe.graph = None  # predgen_node's exit is the fault; the robot's nodes are checked below
     split.graph.kill("predgen_node")
     split.hosts.link(False)
     reported = robot.probe.wait_for(lambda: robot.predgen_reachable() == "False", HEARTBEAT_WAIT_S)
