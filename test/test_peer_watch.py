@@ -29,14 +29,15 @@ def heartbeat(name: str) -> DiagnosticArray:
 def test_the_heartbeat_keeps_the_peer_reachable_and_its_absence_is_said_in_one_line():
     clock, node = Clock(), Subscriber()
     watch = PeerWatch(node, clock=clock)
-    assert watch.reachable()  # a start grace: it may still be loading
+    assert not watch.reachable()  # not heard yet
     clock.t += TIMEOUT_S
-    assert not watch.reachable() and watch.describe() == "PredGen node unreachable (predgen_node: never heard)"
+    assert watch.describe() == "PredGen node unreachable (predgen_node: never heard)"
+    assert not watch.lost()  # never there: a graph without predgen_node is not a fault
     node.callback(heartbeat("/predgen_ros/predgen_node"))
     assert watch.reachable()
     clock.t += TIMEOUT_S - 0.5
     node.callback(heartbeat("/predgen_ros/tts_node"))  # another node's report is no heartbeat of predgen_node
     assert watch.reachable()
     clock.t += 1.0
-    assert not watch.reachable()
+    assert not watch.reachable() and watch.lost()
     assert watch.describe() == "PredGen node unreachable (predgen_node: no heartbeat for 4 s)"

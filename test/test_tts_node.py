@@ -7,7 +7,7 @@ import wave
 
 import pytest
 import rclpy
-from diagnostic_msgs.msg import DiagnosticArray
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from std_msgs.msg import Bool, Header, Int16MultiArray, String
 
 from predgen_ros.nodes.bringup import Graph, default_params_file
@@ -196,3 +196,34 @@ def test_a_long_first_sentence_starts_after_its_opening_and_plays_whole_once(tts
     listener.health.clear()
     listener.spin_until(lambda: listener.health, timeout=5, graph=graph)
     assert listener.health[-1]["sentences"] == "1"
+
+
+@pytest.mark.parametrize("tts", ["none"], indirect=True)
+def test_a_reply_whose_predgen_node_went_away_ends_and_its_late_rest_is_not_spoken(tts):
+    """predgen_node's heartbeat stops in the middle of a reply (its host or the link went
+    away): the robot falls silent instead of waiting for an end that may never come, and
+    the rest of that reply, arriving later (a link that came back), is not spoken."""
+    graph, listener, _ = tts
+    beating = [True]
+    heartbeat = listener.node.create_publisher(DiagnosticArray, "/diagnostics", 10)
+    beat = DiagnosticArray(status=[DiagnosticStatus(name="/predgen_ros/predgen_node")])
+    listener.node.create_timer(0.5, lambda: beating[0] and heartbeat.publish(beat))
+    report = lambda key: listener.health[-1].get(key) if listener.health else None  # noqa: E731
+    listener.spin_until(lambda: report("predgen_reachable") == "True", graph=graph)  # heard
+
+    listener.say.publish(String(data="Of course."))  # a first sentence; the reply's end never comes
+    listener.spin_until(listener.is_speaking, graph=graph)
+    beating[0] = False
+    listener.spin_until(lambda: not listener.is_speaking(), timeout=30, graph=graph)
+    listener.spin_until(lambda: report("dropping_stale") == "True", timeout=10, graph=graph)
+
+    beating[0] = True  # the link is back, with what was still on its way
+    listener.say.publish(String(data="The rest of that old reply."))
+    listener.say.publish(String(data=""))
+    listener.spin_until(lambda: report("stale_dropped") == "2", timeout=10, graph=graph)
+    listener.partial.publish(String(data="hello"))  # the user speaks: what comes next answers them
+    listener.spin_until(lambda: report("dropping_stale") == "False", timeout=10, graph=graph)
+    listener.say.publish(String(data="Hello again."))
+    listener.say.publish(String(data=""))
+    listener.spin_until(lambda: len(listener.first_audio) == 2 and not listener.is_speaking(), graph=graph)
+    assert listener.first_audio == ["Of course.", "Hello again."]

@@ -91,7 +91,7 @@ def faults(tmp_path_factory):
     its own: it joins the robot's namespace.  Bounded: it stops by itself within 15 min."""
     out = tmp_path_factory.mktemp("split")
     proc = subprocess.run(
-        [sys.executable, "-m", "predgen_ros.eval.split", "faults", "--out", str(out)],
+        [sys.executable, "-m", "predgen_ros.cli", "split", "faults", "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=900,

@@ -20,7 +20,9 @@ def register(sub) -> None:
         "make-interruption-bag",
         help="robot requests, each with an acknowledgement, a noise burst or a barge-in to come while the robot answers",
     )
-    make.add_argument("--per-kind", type=int, default=20, help="trials of each kind (default 20)")
+    make.add_argument(
+        "--per-kind", type=int, default=22, help="trials of each kind (default 22: about 20 of each come while the robot speaks)"
+    )
     make.add_argument("--seed", type=int, default=0, help="which requests, events and times (default 0)")
     make.add_argument("--out", type=Path, default=None, help="bag folder (default ~/.cache/predgen_ros/bags/interruptions)")
     make.set_defaults(run=cmd_make)

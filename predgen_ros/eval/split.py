@@ -5,8 +5,8 @@ in `workstation` (nodes/two_hosts.py), on a domain of its own with discovery
 across the veth only.  This process then joins `robot` and talks to the graph as
 a robot-side program: real speech on `audio/user`, the robot's voice and
 diagnostics observed on the robot.  A process that joined a namespace stays in
-it, so `python -m predgen_ros.eval.split faults` runs in a process of its own
-and prints what happened as JSON (test/test_workstation.py asserts on it).
+it, so `predgen-ros split faults` runs in a process of its own and prints what
+happened as JSON (test/test_workstation.py asserts on it).
 
 The faults, and what the robot does in each:
 
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -96,23 +95,37 @@ class RobotSide:
     def __init__(self, graph: Graph):
         from std_msgs.msg import Bool, Header, String
 
-        from ..nodes.common import TEXT_QOS, seconds
+        from ..nodes.common import TEXT_QOS
         from ..nodes.probe import GraphProbe
         from .interruptions import AudioFeed
 
         self.probe = GraphProbe("predgen_split_robot", graph)
         sub = self.probe.node.create_subscription
         self.first_audio: list[float] = []
+        self.sentences: list[str] = []  # each reply's first sentence, as tts/first_audio names it
+        self.finals: list[tuple[float, str]] = []
         self.speaking: list[tuple[float, bool]] = []
         self.partials = 0
-        sub(Header, "tts/first_audio", lambda m: self.first_audio.append(seconds(m.stamp)), TEXT_QOS)
+        sub(Header, "tts/first_audio", self._on_first_audio, TEXT_QOS)
+        sub(String, "asr/final", lambda m: self.finals.append((time.time(), m.data)), TEXT_QOS)
         sub(Bool, "robot_speaking", lambda m: self.speaking.append((time.time(), m.data)), TEXT_QOS)
         sub(String, "asr/partial", lambda m: setattr(self, "partials", self.partials + 1), TEXT_QOS)
         self.feed = AudioFeed(self.probe.node)
 
+    def _on_first_audio(self, msg) -> None:
+        from ..nodes.common import seconds
+        from ..nodes.messages import sentence_of
+
+        self.first_audio.append(seconds(msg.stamp))
+        self.sentences.append(sentence_of(msg))
+
     @property
     def is_speaking(self) -> bool:
         return bool(self.speaking) and self.speaking[-1][1]
+
+    def answer_after(self, t: float) -> tuple[float, str] | None:
+        """(first audio, first sentence) of the first reply spoken after `t`."""
+        return next(((a, s) for a, s in zip(self.first_audio, self.sentences) if a > t), None)
 
     def predgen_reachable(self) -> str:
         """asr_node's word for it: "True", "False", or "" before its first report."""
@@ -247,25 +260,27 @@ def run_latency(out: Path, limit: int, params_file: Path | None = None, progress
             split = SplitGraph(params_file or default_params_file(), overrides, None, together=together)
             with open(out / f"{setup.replace(' ', '-').replace(',', '')}-{policy}.log", "w") as log:
                 split.graph.log = log
-                latencies = _one_setup(split, rate, clips, progress)
-            heard = [x for x in latencies if x is not None]
+                turns = _one_setup(split, rate, zip(texts, clips), progress)
+            heard = [turn["latency_s"] for turn in turns if turn["latency_s"] is not None]
             table[name] = {
-                "questions": len(latencies),
+                "questions": len(turns),
                 "answered": len(heard),
                 "p50_s": round(percentile(heard, 50), 3) if heard else None,
                 "p90_s": round(percentile(heard, 90), 3) if heard else None,
-                "latencies_s": [None if x is None else round(x, 3) for x in latencies],
+                "turns": turns,
             }
     (out / "latency.json").write_text(json.dumps(table, indent=1), encoding="utf-8")
     return table
 
 
-def _one_setup(split: SplitGraph, rate: str | None, clips, progress) -> list[float | None]:
+def _one_setup(split: SplitGraph, rate: str | None, questions, progress) -> list[dict]:
+    """Each (text, audio) question in turn: what asr_node heard, the first sentence spoken
+    and its audio latency (None: no answer within ANSWER_TIMEOUT_S)."""
     import rclpy
 
     from .interruption_bag import last_voiced_s
 
-    latencies: list[float | None] = []
+    turns: list[dict] = []
     with split:
         if rate:
             split.hosts.limit(rate)
@@ -275,41 +290,33 @@ def _one_setup(split: SplitGraph, rate: str | None, clips, progress) -> list[flo
             try:
                 robot.probe.wait_active(("asr_node", "tts_node", "predgen_node"))
                 robot.probe.spin_for(2.0)
-                for clip in clips:
+                for text, clip in questions:
                     robot.quiet()
                     onset = robot.feed.play(clip)
                     end = onset + last_voiced_s(clip)
-                    if robot.probe.wait_for(lambda onset=onset: robot.spoke_after(onset), ANSWER_TIMEOUT_S):
-                        latencies.append(min(t for t in robot.first_audio if t > onset) - end)
-                    else:
-                        latencies.append(None)
+                    robot.probe.wait_for(lambda onset=onset: robot.spoke_after(onset), ANSWER_TIMEOUT_S)
+                    answer = robot.answer_after(onset)
+                    turns.append(
+                        {
+                            "question": text,
+                            "heard": " / ".join(said for t, said in robot.finals if t > onset),
+                            "first_sentence": answer[1] if answer else None,
+                            "latency_s": round(answer[0] - end, 3) if answer else None,
+                        }
+                    )
                     if progress:
                         progress()
             finally:
                 robot.close()
         finally:
             rclpy.try_shutdown()
-    return latencies
+    return turns
 
 
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m predgen_ros.eval.split", description=__doc__.split("\n")[0])
-    parser.add_argument("what", choices=["faults", "latency"])
-    parser.add_argument("--out", type=Path, default=Path("split-out"))
-    parser.add_argument("--limit", type=int, default=10, help="latency: the first N robot questions (default 10)")
-    args = parser.parse_args(argv)
-    from ..nodes.two_hosts import TwoHostsError
-
-    try:
-        result = run_faults(args.out) if args.what == "faults" else run_latency(args.out, args.limit)
-    except TwoHostsError as err:
-        print(f"split: {err}", file=sys.stderr)
-        return 2
-    print(json.dumps(result))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def format_latency_table(table: dict) -> str:
+    rows = ["| set-up / policy | answered | p50 audio latency | p90 |", "|---|---:|---:|---:|"]
+    for name, row in table.items():
+        p50 = "—" if row["p50_s"] is None else f"{row['p50_s']:.3f} s"
+        p90 = "—" if row["p90_s"] is None else f"{row['p90_s']:.3f} s"
+        rows.append(f"| {name} | {row['answered']}/{row['questions']} | {p50} | {p90} |")
+    return "\n".join(rows)

@@ -361,7 +361,7 @@ class AsrNode(ManagedNode):
     # ----------------------------------------------------------- diagnostics
     def health(self):
         level, message = self.state.level, self.error or self.state.value
-        if not self.predgen.reachable():
+        if self.predgen.lost():
             level, message = max(level, WARN), f"{message}; {self.predgen.describe()}"
         return (
             level,

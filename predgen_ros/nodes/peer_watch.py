@@ -24,7 +24,7 @@ class PeerWatch:
         self.timeout_s = timeout_s
         self.clock = clock
         self._status_name = f"/predgen_ros/{peer}"
-        self._last = clock()  # a peer that never reported counts from the watcher's start
+        self._last = clock()  # for a peer that never reported: silent since the watcher's start
         self.seen = False
         node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 10)
 
@@ -36,7 +36,12 @@ class PeerWatch:
         return self.clock() - self._last
 
     def reachable(self) -> bool:
-        return self.silent_s() < self.timeout_s
+        """Heard within `timeout_s`."""
+        return self.seen and self.silent_s() < self.timeout_s
+
+    def lost(self) -> bool:
+        """It was there and is gone (never heard: a graph without predgen_node, e.g. another LLM node on tts/say)."""
+        return self.seen and self.silent_s() >= self.timeout_s
 
     def describe(self) -> str:
         """One line for a diagnostics message when the peer is unreachable."""

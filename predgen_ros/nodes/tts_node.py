@@ -215,7 +215,7 @@ class TtsNode(ManagedNode):
             try:
                 if item is None and candidate:
                     self.synth.synthesize(self.synth.pieces(candidate)[0])
-                elif item is None and self._in_reply and not self.predgen.reachable():
+                elif item is None and self._in_reply and self.predgen.lost():
                     self._abandon_reply()
                 elif item == "":
                     self._end_reply()
@@ -387,6 +387,7 @@ class TtsNode(ManagedNode):
             "say_publishers": self.say_sub.get_publisher_count() if self.say_sub else 0,  # 0: no predgen_node found yet
             "predgen_reachable": self.predgen.reachable(),
             "stale_dropped": self.stale_dropped,
+            "dropping_stale": self._stale,
         }
         if self.sink_errors and self.error_reply == self.replies:
             return ERROR, f"reply {self.error_reply}: {self.last_error}", values
