@@ -38,6 +38,9 @@ QUESTIONS = ("What is the capital of France?", "Name one planet of the solar sys
 GRAPH_OVERRIDES = {"asr.backend": "pocketsphinx", "asr.input": "topic", "tts.sink": "none", "tts.realtime": True}
 OUTAGE_S = 3.0
 ANSWER_TIMEOUT_S = 60.0
+QUIET_S = 2.0
+PLAY_TIMEOUT_S = 300.0  # a reply of 256 tokens plays for more than a minute
+LATENCY_OVERRIDES = {"generation.max_new_tokens": 48}  # the table times the first audio: shorter replies, shorter runs
 HEARTBEAT_WAIT_S = 15.0  # PeerWatch's 3 s, with room for a slow machine
 
 
@@ -135,8 +138,14 @@ class RobotSide:
         return any(stamp > t for stamp in self.first_audio)
 
     def quiet(self) -> None:
-        self.probe.wait_for(lambda: not self.is_speaking, ANSWER_TIMEOUT_S)
-        self.probe.spin_for(1.0)
+        """Until the robot has been silent QUIET_S (a question an early final cut in two gets
+        a second reply after the first: the next question must not come over it)."""
+
+        def quiet() -> bool:
+            last = max([t for t, _ in self.speaking], default=0.0)
+            return not self.is_speaking and time.time() - last >= QUIET_S
+
+        self.probe.wait_for(quiet, PLAY_TIMEOUT_S)
 
     def close(self) -> None:
         self.feed.close()
@@ -256,7 +265,7 @@ def run_latency(out: Path, limit: int, params_file: Path | None = None, progress
     for setup, (together, rate) in SETUPS.items():
         for policy in POLICIES:
             name = f"{setup} / {policy}"
-            overrides = {**GRAPH_OVERRIDES, "policy": policy}
+            overrides = {**GRAPH_OVERRIDES, **LATENCY_OVERRIDES, "policy": policy}
             split = SplitGraph(params_file or default_params_file(), overrides, None, together=together)
             with open(out / f"{setup.replace(' ', '-').replace(',', '')}-{policy}.log", "w") as log:
                 split.graph.log = log
@@ -265,11 +274,11 @@ def run_latency(out: Path, limit: int, params_file: Path | None = None, progress
             table[name] = {
                 "questions": len(turns),
                 "answered": len(heard),
-                "p50_s": round(percentile(heard, 50), 3) if heard else None,
-                "p90_s": round(percentile(heard, 90), 3) if heard else None,
+                "p50_s": round(percentile(heard, 0.5), 3) if heard else None,
+                "p90_s": round(percentile(heard, 0.9), 3) if heard else None,
                 "turns": turns,
             }
-    (out / "latency.json").write_text(json.dumps(table, indent=1), encoding="utf-8")
+            (out / "latency.json").write_text(json.dumps(table, indent=1), encoding="utf-8")  # each set-up as it ends
     return table
 
 
