@@ -143,6 +143,8 @@ class RobotSide:
 
         def quiet() -> bool:
             last = max([t for t, _ in self.speaking], default=0.0)
+            if self.first_audio and self.first_audio[-1] > last:
+                return False  # a reply began, and its robot_speaking true is still on its way
             return not self.is_speaking and time.time() - last >= QUIET_S
 
         self.probe.wait_for(quiet, PLAY_TIMEOUT_S)
@@ -267,9 +269,10 @@ def run_latency(out: Path, limit: int, params_file: Path | None = None, progress
             name = f"{setup} / {policy}"
             overrides = {**GRAPH_OVERRIDES, **LATENCY_OVERRIDES, "policy": policy}
             split = SplitGraph(params_file or default_params_file(), overrides, None, together=together)
-            with open(out / f"{setup.replace(' ', '-').replace(',', '')}-{policy}.log", "w") as log:
+            stem = f"{setup.replace(' ', '-').replace(',', '').replace('/', '')}-{policy}"
+            with open(out / f"{stem}.log", "w") as log:
                 split.graph.log = log
-                turns = _one_setup(split, rate, zip(texts, clips), progress)
+                turns = _one_setup(split, rate, zip(texts, clips), progress, out / f"{stem}-timeline.json")
             heard = [turn["latency_s"] for turn in turns if turn["latency_s"] is not None]
             table[name] = {
                 "questions": len(turns),
@@ -282,7 +285,7 @@ def run_latency(out: Path, limit: int, params_file: Path | None = None, progress
     return table
 
 
-def _one_setup(split: SplitGraph, rate: str | None, questions, progress) -> list[dict]:
+def _one_setup(split: SplitGraph, rate: str | None, questions, progress, timeline: Path) -> list[dict]:
     """Each (text, audio) question in turn: what asr_node heard, the first sentence spoken
     and its audio latency (None: no answer within ANSWER_TIMEOUT_S)."""
     import rclpy
@@ -313,8 +316,15 @@ def _one_setup(split: SplitGraph, rate: str | None, questions, progress) -> list
                             "latency_s": round(answer[0] - end, 3) if answer else None,
                         }
                     )
+                    turns[-1]["onset"] = onset
                     if progress:
                         progress()
+                events = {
+                    "finals": robot.finals,
+                    "first_audio": list(zip(robot.first_audio, robot.sentences)),
+                    "speaking": robot.speaking,
+                }
+                timeline.write_text(json.dumps(events), encoding="utf-8")
             finally:
                 robot.close()
         finally:
