@@ -33,7 +33,7 @@ from ..audio.endpoint import POLICIES, EndpointConfig, Endpointer, EndpointError
 from ..audio.pcm import SAMPLE_RATE, AsrError, chunks, microphone_chunks, read_wav
 from ..audio.text_asr import CHARS_PER_MINUTE, QuestionError, load_questions, text_partials
 from ..events import Heard
-from .common import ERROR, OK, STATE_QOS, TEXT_QOS, WARN, ManagedNode, StartupError, run_node, stamp
+from .common import ERROR, OK, TEXT_QOS, WARN, ManagedNode, StartupError, run_node, stamp
 from .messages import audio_rate, speech_end, voice_event
 from .peer_watch import PeerWatch
 
@@ -135,7 +135,7 @@ class AsrNode(ManagedNode):
         self._stopping.clear()
         self.state, self.error = AsrState.STARTING, ""
         self._listening = [
-            self.create_subscription(Bool, "robot_speaking", self._on_robot_speaking, STATE_QOS),
+            self.create_subscription(Bool, "robot_speaking", self._on_robot_speaking, TEXT_QOS),
             self.create_subscription(KeyValue, "turn/end_probability", self._on_end_probability, TEXT_QOS),
         ]
         if self._arrived is not None:

@@ -19,9 +19,10 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profi
 
 # Text topics: reliable and deep enough that a reply's sentences are never dropped.
 TEXT_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
-# robot_speaking is a state: a node that joins late (a predgen_node restarted on the
-# workstation) hears the latest value at once.  Depth 10, not 1: asr_node counts replies
-# by their true -> false, and a short reply's pair must not be squashed.
+# robot_speaking is a state, offered transient local: a late joiner that asks for it (a
+# monitor) hears the latest value at once.  asr_node and predgen_node read it volatile, so
+# that a volatile publisher (another TTS node) still reaches them.  Depth 10: asr_node
+# counts replies by their true -> false, and a short reply's pair must not be squashed.
 STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 AUDIO_QOS = qos_profile_sensor_data
 

@@ -35,7 +35,6 @@ from ..turn_taking import TURN_PARAMS, TurnGate, turn_rules
 from .common import (
     ERROR,
     OK,
-    STATE_QOS,
     TEXT_QOS,
     WARN,
     ManagedNode,
@@ -147,7 +146,7 @@ class PredgenNode(ManagedNode):
             self.create_subscription(Header, "asr/speech_end", self._on_speech_end, TEXT_QOS),
             self.create_subscription(String, "asr/final", self._on_final, TEXT_QOS),
             self.create_subscription(Header, "tts/first_audio", self._on_first_audio, TEXT_QOS),
-            self.create_subscription(Bool, "robot_speaking", self._on_robot_speaking, STATE_QOS),
+            self.create_subscription(Bool, "robot_speaking", self._on_robot_speaking, TEXT_QOS),
             self.create_subscription(String, "tts/played", self._on_played, TEXT_QOS),
         ]
         config = self.session.config
