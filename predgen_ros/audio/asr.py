@@ -160,11 +160,6 @@ class StreamingAsr:
         return self._t
 
     @property
-    def voiced_until(self) -> float:
-        """Stream time of the end of the last voiced audio."""
-        return self._last_voiced
-
-    @property
     def in_utterance(self) -> bool:
         return self._in_utterance
 
