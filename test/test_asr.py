@@ -104,6 +104,29 @@ def test_a_final_from_the_last_partial_comes_at_the_endpoint(synth):
     assert "robot" in events[finals[1]].text  # the recognizer was closed and restarted in between
 
 
+def test_short_chunks_end_the_utterance_sooner_and_hear_as_well(synth):
+    """20 ms chunks: the endpoint is decided on every chunk, so the final comes within
+    one chunk of the policy's silence (100 ms chunks: up to 100 ms later); the
+    recognizer still reads 100 ms at a time, so partials come no more often."""
+    speech, _ = spoken(synth, "What is the capital of France?")
+
+    def heard(lead_in_s, chunk_s):
+        asr = StreamingAsr(make_recognizer("pocketsphinx"), endpoint_silence=0.5, redecode_final=False)
+        pcm = b"\0" * int(lead_in_s * 16000) * 2 + speech + SILENCE_1S
+        return [e for chunk in chunks(pcm, chunk_s) for e in asr.feed(chunk)] + asr.flush()
+
+    sooner = []
+    for lead_in_s in (0.5, 0.54, 0.58):  # the speech ends at three places within a 100 ms chunk
+        long, short = heard(lead_in_s, 0.1), heard(lead_in_s, 0.02)
+        assert [e.kind for e in short].count("final") == [e.kind for e in long].count("final") == 1
+        assert "capital" in short[-1].text and "capital" in long[-1].text
+        assert 0.5 <= short[-1].t - short[-1].t_speech_end < 0.5 + 0.02 + 1e-6
+        partials = [e.t for e in short if e.kind == "partial"]
+        assert all(b - a >= 0.1 - 1e-6 for a, b in zip(partials, partials[1:]))  # as with 100 ms chunks
+        sooner.append(long[-1].t - short[-1].t)
+    assert min(sooner) > -1e-6 and max(sooner) >= 0.04, sooner
+
+
 def test_skipped_audio_moves_the_speech_clock(synth):
     """Muted audio (the robot speaking) is not heard, but its time passes: the second
     utterance's end of speech is where it really is in the stream."""

@@ -33,6 +33,25 @@ def test_the_audio_of_the_first_questions_only():
     assert len(load_audio_replay(SAMPLE, None)) > len(audio)
 
 
+def test_the_replay_splits_the_bags_audio_into_microphone_chunks():
+    """A 100 ms chunk of the bag becomes five 20 ms ones, each sent when its last sample
+    would have arrived; the audio and the last stamp are the bag's."""
+    import numpy as np
+    from rclpy.serialization import deserialize_message
+    from std_msgs.msg import Int16MultiArray
+
+    def samples(messages):
+        return np.concatenate([deserialize_message(m.raw, Int16MultiArray).data for m in messages])
+
+    whole = load_audio_replay(SAMPLE, limit=1, chunk_ms=1000)
+    split = load_audio_replay(SAMPLE, limit=1, chunk_ms=20)
+    assert len(split) == 5 * len(whole)
+    assert np.array_equal(samples(split), samples(whole))
+    assert [m.t_ns for m in split[4::5]] == [m.t_ns for m in whole]
+    assert all(b.t_ns - a.t_ns == 20_000_000 for a, b in zip(split, split[1:]))
+    assert all(deserialize_message(m.raw, Int16MultiArray).layout.dim[0].label == "mono_16000hz" for m in split)
+
+
 def test_a_final_whose_speech_ended_before_the_question_did_cut_it_off():
     from std_msgs.msg import Header
 

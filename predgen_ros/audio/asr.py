@@ -24,6 +24,15 @@ BACKENDS = ("pocketsphinx", "vosk", "text")
 VADS = ("webrtc", "silero")
 SMART_TURN_WINDOW_S = 8.0  # the utterance audio kept for Smart Turn (it reads the last 8 s)
 VOICE_GAP_S = 0.1  # silence inside an utterance that asr/voice reports as the voice's end
+# Audio handed to the recognizer at once.  Chunks may be shorter (a microphone's 20 ms):
+# the voice detector and the endpoint policy see each chunk as it comes, so an
+# utterance ends within one chunk of the policy's silence, but asking the recognizer
+# after every 20 ms would make more partials (each an LLM pass in predgen_node) and
+# cost more CPU for no sooner end.
+RECOGNIZER_STEP_S = 0.1
+# Audio from before the first voiced frame that the recognizer also reads: the voice
+# detector fires on the word's loud part, and the recognizer needs its onset.
+PRE_ROLL_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -148,6 +157,8 @@ class StreamingAsr:
         self._last_voiced = 0.0
         self._hypothesis = ""
         self._audio = bytearray()  # the utterance's latest audio, for Smart Turn
+        self._unheard = b""  # the utterance's audio not yet handed to the recognizer
+        self._pre_roll = b""  # the latest audio outside an utterance (PRE_ROLL_S of it)
         self._text_estimate: tuple[str, float] | None = None  # (hypothesis, P(the user is done)) from the LLM
         self._early: tuple[str, float] | None = None  # (text, speech end) of the last final a pause decided
         self._prefix = ""  # that final's text, while the user goes on after it
@@ -199,13 +210,17 @@ class StreamingAsr:
                     self._audio.clear()
                 self._close_recognizer()
                 self.recognizer.start()
+                self._unheard = self._pre_roll
         if not self._in_utterance:
+            self._pre_roll = (self._pre_roll + pcm)[-int(PRE_ROLL_S * SAMPLE_RATE) * 2 :]
             return events
         self._keep_audio(pcm)
-        text = self._with_prefix(self.recognizer.accept(pcm))
-        if text and text != self._hypothesis:
-            self._hypothesis = text
-            events.append(AsrEvent(Heard.PARTIAL, text, self._t))
+        self._unheard += pcm
+        if len(self._unheard) >= int(RECOGNIZER_STEP_S * SAMPLE_RATE) * 2:
+            text = self._with_prefix(self._hand_over())
+            if text and text != self._hypothesis:
+                self._hypothesis = text
+                events.append(AsrEvent(Heard.PARTIAL, text, self._t))
         if self.endpointer.ends(self._t - self._last_voiced, self._current_text_estimate()):
             events += self.flush()
             if events and events[-1].kind is Heard.FINAL:
@@ -243,6 +258,11 @@ class StreamingAsr:
         the microphone while the robot speaks must not mute it yet)."""
         return self._early is not None and self._t - self._early[1] <= self.endpointer.config.continuation_s
 
+    def _hand_over(self) -> str:
+        """The recognizer's hypothesis once it has read the audio not handed over yet."""
+        pcm, self._unheard = self._unheard, b""
+        return self.recognizer.accept(pcm)
+
     def _keep_audio(self, pcm: bytes) -> None:
         self._audio += pcm
         excess = len(self._audio) - int(SMART_TURN_WINDOW_S * SAMPLE_RATE) * 2
@@ -256,7 +276,7 @@ class StreamingAsr:
         the last voiced audio before it."""
         events = self.flush()
         self._t += len(pcm) / (2 * SAMPLE_RATE)
-        self._buffer = b""  # an unfinished VAD frame does not join later audio
+        self._buffer = self._pre_roll = b""  # unheard audio does not join later audio
         return events
 
     def flush(self) -> list[AsrEvent]:
@@ -265,6 +285,8 @@ class StreamingAsr:
             return []
         self._in_utterance = False
         self._closing = True
+        if self.redecode_final and self._unheard:
+            self._hand_over()
         text = self._with_prefix(self._close_recognizer()) if self.redecode_final else ""
         text = text or self._hypothesis
         if not text:

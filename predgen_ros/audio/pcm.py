@@ -11,6 +11,10 @@ from pathlib import Path
 import numpy as np
 
 SAMPLE_RATE = 16000
+# The microphone's chunk (asr.chunk_ms) and the eval's replay chunk: a policy's
+# silence is seen when the chunk that completes it arrives, so a 100 ms chunk ends an
+# utterance 50 ms late on average; voice agents read 10-20 ms frames.
+AUDIO_CHUNK_MS = 20
 
 
 class AsrError(RuntimeError):

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from ..audio.endpoint import ENDPOINT_SILENCE_S
+from ..audio.pcm import AUDIO_CHUNK_MS
 from ..engine.config import POLICIES, ConfigError
 from .options import add_set_option, check_limit, comma_list, params_file_or_default, policy_list
 
@@ -80,6 +81,13 @@ def register(sub) -> None:
         "--baseline-endpoint",
         default="fixed_0.35",
         help="with --endpoint-policies: the baseline's endpoint policy (default fixed_0.35)",
+    )
+    ev.add_argument(
+        "--audio-chunk-ms",
+        type=int,
+        default=AUDIO_CHUNK_MS,
+        help=f"with --endpoint-policies: replay the bag's audio in chunks of at most this many ms, as a microphone "
+        f"delivers them (default {AUDIO_CHUNK_MS}; a bag's chunks of 100 ms are split, never joined)",
     )
     ev.add_argument(
         "--resume", action="store_true", help="keep the runs already recorded in --out/runs/ (split a long evaluation)"
@@ -168,6 +176,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     check_limit(args.limit)
     _, markers = load_replay(args.bag, args.limit)  # a bad bag fails here, before any node starts
     overrides = {"generation.max_new_tokens": args.max_new_tokens, **dict(args.set)}
+    if not 1 <= args.audio_chunk_ms <= 1000:
+        raise ConfigError(f"--audio-chunk-ms must lie in 1..1000 ms, got {args.audio_chunk_ms}")
     if args.reply_timeout <= 0:
         raise ConfigError(f"--reply-timeout must be > 0 seconds, got {args.reply_timeout:g}")
     try:
@@ -187,6 +197,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         tuple(args.endpoint_policies),
         args.baseline_endpoint,
         args.resume,
+        args.audio_chunk_ms,
     )
     names = [run.name for run in graph_runs(settings)]
     with tqdm(total=len(markers) * len(names), desc="eval", unit="question") as bar:

@@ -40,7 +40,7 @@ def run_eval(settings: EvalSettings, progress=None) -> tuple[list[TurnRecord], d
     messages, markers = load_replay(settings.bag, settings.limit)
     quality = asr_quality(messages, markers)
     if live:
-        messages = load_audio_replay(settings.bag, settings.limit)
+        messages = load_audio_replay(settings.bag, settings.limit, settings.audio_chunk_ms)
     runs = graph_runs(settings)
     (settings.out / "runs").mkdir(parents=True, exist_ok=True)
     records: list[TurnRecord] = []

@@ -14,7 +14,13 @@ with `baseline_endpoint`, for the ratio.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import numpy as np
+
+from ..audio.pcm import AUDIO_CHUNK_MS, SAMPLE_RATE
 from ..nodes.bringup import Graph
+from ..nodes.messages import audio_chunk
 from .bags import GRAPH_TOPICS, USER_TOPICS, BagError, BagMessage, QuestionMarker, read_bag
 from .endpoints import endpoint_config
 from .records import TurnRecord, percentile
@@ -26,14 +32,32 @@ CLOSING_TOLERANCE_S = 0.25
 LIVE_NODES = ("asr_node", "predgen_node", "tts_node")
 
 
-def load_audio_replay(bag, limit: int | None) -> list[BagMessage]:
-    """The user's audio chunks of the first `limit` questions."""
+def load_audio_replay(bag, limit: int | None, chunk_ms: int = AUDIO_CHUNK_MS) -> list[BagMessage]:
+    """The user's audio chunks of the first `limit` questions, none longer than `chunk_ms`."""
     messages = read_bag(bag, ["audio/user", "eval/turn"])
     starts = [m.t_ns for m in messages if m.topic == "eval/turn"]  # a marker is stored at its question's start
     audio = [m for m in messages if m.topic == "audio/user" and not (limit and limit < len(starts) and m.t_ns >= starts[limit])]
     if not audio:
         raise BagError(f"{bag}: no audio/user messages to replay into asr_node: make it with `predgen-ros make-bag`")
-    return audio
+    return [piece for message in audio for piece in split_audio(message, chunk_ms)]
+
+
+def split_audio(message: BagMessage, chunk_ms: int) -> list[BagMessage]:
+    """An audio chunk as pieces of at most `chunk_ms`, each stamped when its last sample
+    arrives (a bag stamps a chunk at its end), as a microphone would deliver them."""
+    from rclpy.serialization import deserialize_message, serialize_message
+    from std_msgs.msg import Int16MultiArray
+
+    samples = np.asarray(deserialize_message(message.raw, Int16MultiArray).data, dtype=np.int16)
+    size = SAMPLE_RATE * chunk_ms // 1000
+    if len(samples) <= size:
+        return [message]
+    pieces = []
+    for start in range(0, len(samples), size):
+        piece = samples[start : start + size]
+        t_ns = message.t_ns - (len(samples) - start - len(piece)) * 1_000_000_000 // SAMPLE_RATE
+        pieces.append(replace(message, t_ns=t_ns, raw=serialize_message(audio_chunk(piece, SAMPLE_RATE))))
+    return pieces
 
 
 def endpoint_overrides(name: str) -> dict:

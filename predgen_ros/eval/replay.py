@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..audio.pcm import AUDIO_CHUNK_MS
 from ..engine.metrics import first_audio_missing, measures_from_report
 from ..nodes.bringup import Graph, GraphError
 from ..nodes.probe import GraphProbe
@@ -52,6 +53,7 @@ class EvalSettings:
     endpoint_policies: tuple[str, ...] = ()  # live ASR: the bag's audio through asr_node, one run per policy (eval/live_asr.py)
     baseline_endpoint: str = "fixed_0.35"  # live ASR: the endpoint policy of the baseline run
     resume: bool = False  # keep the runs already in out/runs/
+    audio_chunk_ms: int = AUDIO_CHUNK_MS  # live ASR: the bag's audio replayed in chunks of at most this length
 
 
 def load_replay(bag: Path, limit: int | None = None) -> tuple[list[BagMessage], list[QuestionMarker]]:

@@ -30,7 +30,7 @@ from std_msgs.msg import Bool, Header, Int16MultiArray, String
 
 from ..audio.asr import BACKENDS, VADS, StreamingAsr, make_recognizer, make_vad
 from ..audio.endpoint import POLICIES, EndpointConfig, Endpointer, EndpointError
-from ..audio.pcm import SAMPLE_RATE, AsrError, chunks, microphone_chunks, read_wav
+from ..audio.pcm import AUDIO_CHUNK_MS, SAMPLE_RATE, AsrError, chunks, microphone_chunks, read_wav
 from ..audio.text_asr import CHARS_PER_MINUTE, QuestionError, load_questions, text_partials
 from ..events import Heard
 from .common import ERROR, OK, TEXT_QOS, WARN, ManagedNode, StartupError, run_node, stamp
@@ -41,7 +41,10 @@ ASR_PARAMS = {
     "asr.backend": ("pocketsphinx", f"{' | '.join(BACKENDS)}"),
     "asr.input": ("microphone", "pocketsphinx/vosk audio: 'microphone' (PortAudio), 'topic' (audio/user) or a WAV file path"),
     "asr.device": ("", "capture device name or index for 'microphone'; empty = system default"),
-    "asr.chunk_ms": (100, "audio chunk fed to the recognizer (ms)"),
+    "asr.chunk_ms": (
+        AUDIO_CHUNK_MS,
+        "audio read from the microphone or WAV file per step (ms); the utterance ends within one chunk of the endpoint's silence",
+    ),
     "asr.endpoint_silence_s": (
         EndpointConfig.silence_s,
         "policy fixed: trailing silence that ends an utterance; fused: the pause when one estimate says complete (s)",
