@@ -104,11 +104,11 @@ def test_a_final_from_the_last_partial_comes_at_the_endpoint(synth):
     assert "robot" in events[finals[1]].text  # the recognizer was closed and restarted in between
 
 
-def test_short_chunks_end_the_utterance_sooner_and_hear_as_well(synth):
+def test_short_chunks_end_the_utterance_sooner_and_hear_as_well():
     """20 ms chunks: the endpoint is decided on every chunk, so the final comes within
     one chunk of the policy's silence (100 ms chunks: up to 100 ms later); the
     recognizer still reads 100 ms at a time, so partials come no more often."""
-    speech, _ = spoken(synth, "What is the capital of France?")
+    speech, _ = spoken(PiperSynthesizer(reproducible=True), "What is the capital of France?")  # the same audio every run
 
     def heard(lead_in_s, chunk_s):
         asr = StreamingAsr(make_recognizer("pocketsphinx"), endpoint_silence=0.5, redecode_final=False)
@@ -124,7 +124,7 @@ def test_short_chunks_end_the_utterance_sooner_and_hear_as_well(synth):
         partials = [e.t for e in short if e.kind == "partial"]
         assert all(b - a >= 0.1 - 1e-6 for a, b in zip(partials, partials[1:]))  # as with 100 ms chunks
         sooner.append(long[-1].t - short[-1].t)
-    assert min(sooner) > -1e-6 and max(sooner) >= 0.04, sooner
+    assert min(sooner) > -1e-6 and max(sooner) > 0.039, sooner  # one of three ends lies 60+ ms before a 100 ms chunk ends
 
 
 def test_skipped_audio_moves_the_speech_clock(synth):
