@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..audio.pcm import AUDIO_CHUNK_MS, SAMPLE_RATE
+from ..audio.pcm import AUDIO_CHUNK_MS, SAMPLE_RATE, chunks
 from ..nodes.bringup import Graph
 from ..nodes.messages import audio_chunk
 from .bags import GRAPH_TOPICS, USER_TOPICS, BagError, BagMessage, QuestionMarker, read_bag
@@ -48,15 +48,15 @@ def split_audio(message: BagMessage, chunk_ms: int) -> list[BagMessage]:
     from rclpy.serialization import deserialize_message, serialize_message
     from std_msgs.msg import Int16MultiArray
 
-    samples = np.asarray(deserialize_message(message.raw, Int16MultiArray).data, dtype=np.int16)
-    size = SAMPLE_RATE * chunk_ms // 1000
-    if len(samples) <= size:
+    pcm = np.asarray(deserialize_message(message.raw, Int16MultiArray).data, dtype=np.int16).tobytes()
+    if len(pcm) <= 2 * SAMPLE_RATE * chunk_ms // 1000:
         return [message]
-    pieces = []
-    for start in range(0, len(samples), size):
-        piece = samples[start : start + size]
-        t_ns = message.t_ns - (len(samples) - start - len(piece)) * 1_000_000_000 // SAMPLE_RATE
-        pieces.append(replace(message, t_ns=t_ns, raw=serialize_message(audio_chunk(piece, SAMPLE_RATE))))
+    pieces, sent = [], 0
+    for piece in chunks(pcm, chunk_ms / 1000):
+        sent += len(piece)
+        t_ns = message.t_ns - (len(pcm) - sent) // 2 * 1_000_000_000 // SAMPLE_RATE
+        raw = serialize_message(audio_chunk(np.frombuffer(piece, dtype=np.int16), SAMPLE_RATE))
+        pieces.append(replace(message, t_ns=t_ns, raw=raw))
     return pieces
 
 
