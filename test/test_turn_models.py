@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from predgen_ros.audio.asr import StreamingAsr, make_recognizer, make_vad
+from predgen_ros.audio.asr import StreamingAsr, make_vad
 from predgen_ros.audio.endpoint import EndpointConfig, Endpointer
 from predgen_ros.audio.pcm import chunks, read_wav
+from predgen_ros.audio.recognizers import make_recognizer
 from predgen_ros.audio.turn_models import SileroVad, SmartTurn
 from predgen_ros.eval.make_bag import insert_pause
 

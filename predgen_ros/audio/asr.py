@@ -3,24 +3,23 @@
 `StreamingAsr` cuts the audio into utterances with a voice activity detector
 (WebRTC's, from pocketsphinx, or Silero) and an endpoint policy (a fixed
 trailing silence, or a short pause when the turn looks complete: endpoint.py),
-and asks a recognizer backend for the current hypothesis after every chunk.  Backends:
-pocketsphinx (English model shipped in its wheel) and vosk (any vosk model
-folder).  Audio is 16 kHz mono int16 throughout.
+and asks a recognizer (recognizers.py) for the current hypothesis.  A recognizer
+decodes in the audio loop (pocketsphinx, vosk) or on a thread of its own
+(Whisper), in which case the audio loop only hands it audio and reads what is
+ready, and a final comes once transcribed.  Audio is 16 kHz mono int16 throughout.
 """
 
 from __future__ import annotations
 
-import json
+from collections import deque
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from ..events import Heard
 from ..transcripts import same_words
 from .endpoint import ENDPOINT_SILENCE_S, EndpointConfig, Endpointer
 from .pcm import SAMPLE_RATE, AsrError
 
-BACKENDS = ("pocketsphinx", "vosk", "text")
 VADS = ("webrtc", "silero")
 SMART_TURN_WINDOW_S = 8.0  # the utterance audio kept for Smart Turn (it reads the last 8 s)
 VOICE_GAP_S = 0.1  # silence inside an utterance that asr/voice reports as the voice's end
@@ -44,77 +43,25 @@ class AsrEvent:
 
 
 class Recognizer(Protocol):
+    """Decodes in the audio loop: each call returns when its audio is heard."""
+
     def start(self) -> None: ...
     def accept(self, pcm: bytes) -> str: ...
     def finish(self) -> str: ...
 
 
-class PocketsphinxRecognizer:
-    """pocketsphinx 5 with the US English model embedded in its wheel."""
+@runtime_checkable
+class BackgroundRecognizer(Protocol):
+    """Decodes on a thread of its own (whisper_stream.py): `accept` never waits and
+    returns the newest hypothesis; a closed utterance's final is read with `final`."""
 
-    def __init__(self):
-        import pocketsphinx
-
-        self.decoder = pocketsphinx.Decoder(samprate=SAMPLE_RATE, loglevel="FATAL")
-
-    def start(self) -> None:
-        self.decoder.start_utt()
-
-    def accept(self, pcm: bytes) -> str:
-        self.decoder.process_raw(pcm, False, False)
-        hyp = self.decoder.hyp()
-        return hyp.hypstr if hyp else ""
-
-    def finish(self) -> str:
-        self.decoder.end_utt()
-        hyp = self.decoder.hyp()
-        return hyp.hypstr if hyp else ""
-
-
-class VoskRecognizer:
-    """vosk (Kaldi) with the model folder at `model_path`.
-
-    vosk closes segments by itself inside long utterances; closed segments are
-    kept so the hypothesis always covers the whole utterance.
-    """
-
-    def __init__(self, model_path: str):
-        if not model_path:
-            raise AsrError("asr.vosk.model_path is empty: set it to a vosk model folder (e.g. vosk-model-small-en-us-0.15)")
-        path = Path(model_path)
-        if not (path / "am").is_dir() and not (path / "conf").is_dir():
-            raise AsrError(f"asr.vosk.model_path: not a vosk model folder: {path}")
-        import vosk
-
-        vosk.SetLogLevel(-1)
-        self.model = vosk.Model(str(path))
-        self._closed: list[str] = []
-
-    def start(self) -> None:
-        import vosk
-
-        self.recognizer = vosk.KaldiRecognizer(self.model, SAMPLE_RATE)
-        self._closed = []
-
-    def _text(self, current: str) -> str:
-        return " ".join([*self._closed, current]).strip()
-
-    def accept(self, pcm: bytes) -> str:
-        if self.recognizer.AcceptWaveform(pcm):
-            self._closed.append(json.loads(self.recognizer.Result())["text"])
-            return self._text("")
-        return self._text(json.loads(self.recognizer.PartialResult())["partial"])
-
-    def finish(self) -> str:
-        return self._text(json.loads(self.recognizer.FinalResult())["text"])
-
-
-def make_recognizer(backend: str, vosk_model_path: str = "") -> Recognizer:
-    if backend == "pocketsphinx":
-        return PocketsphinxRecognizer()
-    if backend == "vosk":
-        return VoskRecognizer(vosk_model_path)
-    raise AsrError(f"unknown ASR backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+    def start(self) -> None: ...
+    def accept(self, pcm: bytes) -> str: ...
+    def voice_ended(self) -> None: ...
+    def voice_resumed(self) -> None: ...
+    def close(self, silent_tail_s: float) -> None: ...
+    def final(self, timeout: float = 0.0) -> str | None: ...
+    def stop(self) -> None: ...
 
 
 def make_vad(kind: str = "webrtc", mode: int = 2):
@@ -164,6 +111,9 @@ class StreamingAsr:
         self._prefix = ""  # that final's text, while the user goes on after it
         self._opened = 0  # utterances opened so far
         self._voice_told = (0, False)  # (utterance, voicing) as voice_changes last told it
+        self._background = isinstance(recognizer, BackgroundRecognizer)
+        self._pending: deque[tuple[str, float, bool]] = deque()  # closed, not yet transcribed: (prefix, speech end, by a pause)
+        self._paused = False  # a background recognizer was told that the voice paused
 
     @property
     def stream_time(self) -> float:
@@ -197,7 +147,7 @@ class StreamingAsr:
         """One chunk of 16 kHz int16 audio; events it produced."""
         self._t += len(pcm) / (2 * SAMPLE_RATE)
         voiced = self._voiced_end(pcm)
-        events: list[AsrEvent] = []
+        events: list[AsrEvent] = self._ready_finals()
         if voiced is not None:
             self._last_voiced = voiced
             self.endpointer.speech()
@@ -211,20 +161,26 @@ class StreamingAsr:
                 self._close_recognizer()
                 self.recognizer.start()
                 self._unheard = self._pre_roll
+            elif self._paused:
+                self.recognizer.voice_resumed()
+            self._paused = False
         if not self._in_utterance:
             self._pre_roll = (self._pre_roll + pcm)[-int(PRE_ROLL_S * SAMPLE_RATE) * 2 :]
             return events
         self._keep_audio(pcm)
         self._unheard += pcm
-        if len(self._unheard) >= int(RECOGNIZER_STEP_S * SAMPLE_RATE) * 2:
+        # a background recognizer takes every chunk (it only queues it) and may have new words
+        step = 0 if self._background else int(RECOGNIZER_STEP_S * SAMPLE_RATE) * 2
+        if len(self._unheard) >= step:
             text = self._with_prefix(self._hand_over())
             if text and text != self._hypothesis:
                 self._hypothesis = text
                 events.append(AsrEvent(Heard.PARTIAL, text, self._t))
+        if self._background and not self._paused and self._t - self._last_voiced >= VOICE_GAP_S:
+            self._paused = True  # transcribe it all now: the final is ready when the endpoint fires
+            self.recognizer.voice_ended()
         if self.endpointer.ends(self._t - self._last_voiced, self._current_text_estimate()):
-            events += self.flush()
-            if events and events[-1].kind is Heard.FINAL:
-                self._early = (events[-1].text, self._last_voiced)
+            events += self._end(by_pause=True)
         return events
 
     def voice_changes(self) -> list[tuple[str, float]]:
@@ -274,16 +230,36 @@ class StreamingAsr:
         still advances by its length.  An utterance half heard when the skipping
         starts ends there: its final is what was heard so far, and its speech end
         the last voiced audio before it."""
-        events = self.flush()
+        events = self._ready_finals() + self.flush()
         self._t += len(pcm) / (2 * SAMPLE_RATE)
         self._buffer = self._pre_roll = b""  # unheard audio does not join later audio
         return events
 
     def flush(self) -> list[AsrEvent]:
-        """End the current utterance now (end of input, or the mute switch)."""
+        """End the current utterance now (the mute switch).  A background recognizer's
+        final comes from a later feed() once transcribed."""
+        return self._end(by_pause=False)
+
+    def close(self) -> None:
+        """Stop a background recognizer's thread (the node's cleanup)."""
+        if self._background:
+            self.recognizer.stop()
+
+    def finish_stream(self, timeout: float | None = None) -> list[AsrEvent]:
+        """The input ended: close the utterance and wait for every final still owed."""
+        return self.flush() + self._ready_finals(timeout)
+
+    def _end(self, by_pause: bool) -> list[AsrEvent]:
+        """Close the utterance; `by_pause`: the endpoint ended it (the user may go on)."""
         if not self._in_utterance:
             return []
         self._in_utterance = False
+        if self._background:
+            if self._unheard:
+                self._hand_over()
+            self.recognizer.close(self._t - self._last_voiced)
+            self._pending.append((self._prefix, self._last_voiced, by_pause))
+            return self._ready_finals()
         self._closing = True
         if self.redecode_final and self._unheard:
             self._hand_over()
@@ -291,7 +267,26 @@ class StreamingAsr:
         text = text or self._hypothesis
         if not text:
             return []  # noise that never became words
+        if by_pause:
+            self._early = (text, self._last_voiced)
         return [AsrEvent(Heard.FINAL, text, self._t, self._last_voiced)]
+
+    def _ready_finals(self, timeout: float | None = 0.0) -> list[AsrEvent]:
+        """The background recognizer's finals that are ready, in order (waiting up to
+        `timeout` s for each; None: as long as it takes)."""
+        events = []
+        while self._pending:
+            text = self.recognizer.final(timeout)
+            if text is None:
+                break
+            prefix, t_speech_end, by_pause = self._pending.popleft()
+            text = " ".join(f"{prefix} {text}".split()) if text.strip() else ""
+            if not text:
+                continue  # noise that never became words
+            if by_pause:
+                self._early = (text, t_speech_end)
+            events.append(AsrEvent(Heard.FINAL, text, self._t, t_speech_end))
+        return events
 
     def _close_recognizer(self) -> str:
         """The recognizer's final hypothesis of the utterance it still has open, if any."""

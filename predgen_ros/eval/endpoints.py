@@ -18,9 +18,10 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..audio.asr import AsrEvent, StreamingAsr, make_recognizer, make_vad
+from ..audio.asr import AsrEvent, StreamingAsr, make_vad
 from ..audio.endpoint import EndpointConfig, Endpointer
 from ..audio.pcm import SAMPLE_RATE
+from ..audio.recognizers import make_recognizer
 from ..events import Heard
 from ..transcripts import words
 from .bags import BagError, QuestionMarker, first_questions, question_markers, read_bag
@@ -113,7 +114,7 @@ def hear(name: str, asr: StreamingAsr, audio: list[tuple[float, bytes]], text_es
                 asr.text_estimate(event.text, text_estimate(event.text))
         if progress:
             progress()
-    run.finals += [event for event in asr.flush() if event.kind is Heard.FINAL]
+    run.finals += [event for event in asr.finish_stream() if event.kind is Heard.FINAL]
     return run
 
 

@@ -22,9 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..audio.asr import StreamingAsr, make_recognizer
+from ..audio.asr import StreamingAsr
 from ..audio.endpoint import ENDPOINT_SILENCE_S
 from ..audio.pcm import SAMPLE_RATE, chunks, to_pcm16k
+from ..audio.recognizers import make_recognizer
 from ..audio.text_asr import Question
 from ..audio.tts import PiperSynthesizer
 from ..events import Heard
@@ -176,6 +177,6 @@ def bag_messages(questions: list[Question], settings: BagSettings, progress=None
         t_heard = t_audio + (time.perf_counter() - started)  # published once the recognizer is done
         for event in events:
             heard(event, t_heard)
-    for event in asr.flush():  # the audio ended inside an utterance
+    for event in asr.finish_stream():  # the audio ended inside an utterance
         heard(event, t_audio)
     return messages, len(audio) / SAMPLE_RATE

@@ -28,18 +28,20 @@ import numpy as np
 from diagnostic_msgs.msg import KeyValue
 from std_msgs.msg import Bool, Header, Int16MultiArray, String
 
-from ..audio.asr import BACKENDS, VADS, StreamingAsr, make_recognizer, make_vad
+from ..audio.asr import VADS, StreamingAsr, make_vad
 from ..audio.endpoint import POLICIES, EndpointConfig, Endpointer, EndpointError
 from ..audio.pcm import AUDIO_CHUNK_MS, SAMPLE_RATE, AsrError, chunks, microphone_chunks, read_wav
+from ..audio.recognizers import DEFAULT_RECOGNIZER, RECOGNIZERS, make_recognizer
 from ..audio.text_asr import CHARS_PER_MINUTE, QuestionError, load_questions, text_partials
+from ..audio.whisper import COMPUTE_TYPES, DEVICES, WhisperSettings
 from ..events import Heard
 from .common import ERROR, OK, TEXT_QOS, WARN, ManagedNode, StartupError, run_node, stamp
 from .messages import audio_rate, speech_end, voice_event
 from .peer_watch import PeerWatch
 
 ASR_PARAMS = {
-    "asr.backend": ("pocketsphinx", f"{' | '.join(BACKENDS)}"),
-    "asr.input": ("microphone", "pocketsphinx/vosk audio: 'microphone' (PortAudio), 'topic' (audio/user) or a WAV file path"),
+    "asr.backend": (DEFAULT_RECOGNIZER, f"the recognizer: {' | '.join(RECOGNIZERS)}"),
+    "asr.input": ("microphone", "audio backends: 'microphone' (PortAudio), 'topic' (audio/user) or a WAV file path"),
     "asr.device": ("", "capture device name or index for 'microphone'; empty = system default"),
     "asr.chunk_ms": (
         AUDIO_CHUNK_MS,
@@ -75,6 +77,18 @@ ASR_PARAMS = {
     ),
     "asr.vad": ("webrtc", f"voice activity detector: {' | '.join(VADS)}"),
     "asr.vad_mode": (2, "webrtc VAD aggressiveness, 0 (loose) to 3 (strict)"),
+    "asr.whisper.model_path": (
+        "",
+        "a CTranslate2 Whisper folder (base, small, distil, large-v3-turbo); empty = the embedded tiny.en",
+    ),
+    "asr.whisper.device": (WhisperSettings.device, f"where Whisper runs: {' | '.join(DEVICES)}"),
+    "asr.whisper.compute_type": (WhisperSettings.compute_type, f"Whisper's weights and arithmetic: {' | '.join(COMPUTE_TYPES)}"),
+    "asr.whisper.threads": (
+        WhisperSettings.threads,
+        "Whisper's CPU threads (0: CTranslate2's default); the LLM keeps the others",
+    ),
+    "asr.whisper.beam": (WhisperSettings.beam, "Whisper's beam width (1: greedy, fastest)"),
+    "asr.whisper.language": (WhisperSettings.language, "the language a multilingual Whisper model hears"),
     "asr.vosk.model_path": ("", "vosk model folder (e.g. vosk-model-small-en-us-0.15); needed for backend vosk"),
     "asr.text.source": ("", "text backend: MT-Bench .jsonl or a text file, one utterance a line; empty = MT-Bench turn 1"),
     "asr.text.limit": (0, "text backend: only the first N utterances; 0 = all"),
@@ -157,6 +171,8 @@ class AsrNode(ManagedNode):
     def cleanup(self) -> None:
         if self._close_source:
             self._close_source()
+        if self.asr is not None:
+            self.asr.close()
         self._source = self._close_source = self._arrived = self.asr = None
 
     # ---------------------------------------------------------------- set-up
@@ -169,10 +185,10 @@ class AsrNode(ManagedNode):
             except QuestionError as err:
                 raise StartupError(f"asr.text.source: {err}") from None
             return lambda: self._speak_texts([q.text for q in questions])
-        if backend not in BACKENDS:
-            raise StartupError(f"asr.backend: unknown backend {backend!r} (choose one of {', '.join(BACKENDS)})")
+        if backend not in RECOGNIZERS:
+            raise StartupError(f"asr.backend: unknown backend {backend!r} (choose one of {', '.join(RECOGNIZERS)})")
         try:
-            recognizer = make_recognizer(backend, self.p["asr.vosk.model_path"])
+            recognizer = make_recognizer(backend, self.p["asr.vosk.model_path"], self._whisper_settings())
         except AsrError as err:
             raise StartupError(str(err)) from None
         try:
@@ -197,6 +213,16 @@ class AsrNode(ManagedNode):
         except AsrError as err:
             raise StartupError(f"asr.input: {err}") from None
         return lambda: self._listen(asr, chunks(pcm, chunk_s), chunk_s, paced=False)
+
+    def _whisper_settings(self) -> WhisperSettings:
+        return WhisperSettings(
+            model_path=self.p["asr.whisper.model_path"],
+            device=self.p["asr.whisper.device"],
+            compute_type=self.p["asr.whisper.compute_type"],
+            threads=self.p["asr.whisper.threads"],
+            beam=self.p["asr.whisper.beam"],
+            language=self.p["asr.whisper.language"],
+        )
 
     def _queued(self, arrived: queue.Queue):
         """The chunks that arrived on `audio/user`, in order, as they come."""
@@ -303,7 +329,7 @@ class AsrNode(ManagedNode):
                 self.voice_pub.publish(voice_event(stamp(t0 + t), what))
             for event in events:
                 self._publish_event(event, t0)
-        for event in asr.flush():
+        for event in asr.finish_stream():
             self._publish_event(event, t0)
         self.state = AsrState.INPUT_FINISHED
 

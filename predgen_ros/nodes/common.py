@@ -43,6 +43,8 @@ RANGES = {
     "asr.endpoint.text_threshold": (0.0, 1.0),
     "asr.vad_mode": (0, 3),
     "asr.chunk_ms": (10, 1000),
+    "asr.whisper.threads": (0, 64),
+    "asr.whisper.beam": (1, 10),
     "tts.chunk_ms": (10, 1000),
     "tts.first_words": (0, 64),
 }

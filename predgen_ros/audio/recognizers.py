@@ -1,0 +1,110 @@
+"""The speech recognizers asr_node can run, in one registry.
+
+Every tool that starts a recognizer (asr_node, the bag maker, the endpoint and
+replay evaluations, the CLI) reads its names and default from `RECOGNIZERS`.
+
+- whisper: Whisper through CTranslate2, tiny.en embedded (whisper.py), streaming
+  on a thread of its own (whisper_stream.py); the default: it hears far better.
+- pocketsphinx: pocketsphinx 5 with the US English model in its wheel; cheap.
+- vosk: any vosk (Kaldi) model folder.
+- text: no audio: asr_node speaks texts as a simulated user (text_asr.py).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from .pcm import SAMPLE_RATE, AsrError
+from .whisper import WhisperSettings
+
+
+@dataclass(frozen=True)
+class RecognizerKind:
+    hears_audio: bool
+    summary: str
+
+
+RECOGNIZERS = {
+    "whisper": RecognizerKind(True, "Whisper (CTranslate2; embedded tiny.en or asr.whisper.model_path)"),
+    "pocketsphinx": RecognizerKind(True, "pocketsphinx 5, US English model from its wheel"),
+    "vosk": RecognizerKind(True, "vosk (Kaldi), the model folder asr.vosk.model_path"),
+    "text": RecognizerKind(False, "no audio: a simulated user speaking the texts of asr.text.source"),
+}
+DEFAULT_RECOGNIZER = "whisper"
+AUDIO_RECOGNIZERS = tuple(name for name, kind in RECOGNIZERS.items() if kind.hears_audio)
+
+
+class PocketsphinxRecognizer:
+    """pocketsphinx 5 with the US English model embedded in its wheel."""
+
+    def __init__(self):
+        import pocketsphinx
+
+        self.decoder = pocketsphinx.Decoder(samprate=SAMPLE_RATE, loglevel="FATAL")
+
+    def start(self) -> None:
+        self.decoder.start_utt()
+
+    def accept(self, pcm: bytes) -> str:
+        self.decoder.process_raw(pcm, False, False)
+        hyp = self.decoder.hyp()
+        return hyp.hypstr if hyp else ""
+
+    def finish(self) -> str:
+        self.decoder.end_utt()
+        hyp = self.decoder.hyp()
+        return hyp.hypstr if hyp else ""
+
+
+class VoskRecognizer:
+    """vosk (Kaldi) with the model folder at `model_path`.
+
+    vosk closes segments by itself inside long utterances; closed segments are
+    kept so the hypothesis always covers the whole utterance.
+    """
+
+    def __init__(self, model_path: str):
+        if not model_path:
+            raise AsrError("asr.vosk.model_path is empty: set it to a vosk model folder (e.g. vosk-model-small-en-us-0.15)")
+        path = Path(model_path)
+        if not (path / "am").is_dir() and not (path / "conf").is_dir():
+            raise AsrError(f"asr.vosk.model_path: not a vosk model folder: {path}")
+        import vosk
+
+        vosk.SetLogLevel(-1)
+        self.model = vosk.Model(str(path))
+        self._closed: list[str] = []
+
+    def start(self) -> None:
+        import vosk
+
+        self.recognizer = vosk.KaldiRecognizer(self.model, SAMPLE_RATE)
+        self._closed = []
+
+    def _text(self, current: str) -> str:
+        return " ".join([*self._closed, current]).strip()
+
+    def accept(self, pcm: bytes) -> str:
+        if self.recognizer.AcceptWaveform(pcm):
+            self._closed.append(json.loads(self.recognizer.Result())["text"])
+            return self._text("")
+        return self._text(json.loads(self.recognizer.PartialResult())["partial"])
+
+    def finish(self) -> str:
+        return self._text(json.loads(self.recognizer.FinalResult())["text"])
+
+
+def make_recognizer(backend: str, vosk_model_path: str = "", whisper: WhisperSettings | None = None):
+    """The recognizer `backend` names, ready for StreamingAsr; AsrError names a bad setting."""
+    if backend == "whisper":
+        from .whisper import WhisperTranscriber
+        from .whisper_stream import WhisperStreamingRecognizer
+
+        return WhisperStreamingRecognizer(WhisperTranscriber(whisper or WhisperSettings()))
+    if backend == "pocketsphinx":
+        return PocketsphinxRecognizer()
+    if backend == "vosk":
+        return VoskRecognizer(vosk_model_path)
+    raise AsrError(f"unknown ASR backend {backend!r}: choose one of {', '.join(AUDIO_RECOGNIZERS)}")

@@ -1,0 +1,154 @@
+"""The Whisper recognizer (embedded tiny.en) streaming on real Piper speech."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from predgen_ros.audio.asr import StreamingAsr
+from predgen_ros.audio.pcm import AsrError, chunks, to_pcm16k
+from predgen_ros.audio.recognizers import make_recognizer
+from predgen_ros.audio.tts import PiperSynthesizer
+from predgen_ros.audio.whisper import WhisperSettings, WhisperTranscriber, without_loops
+from predgen_ros.audio.whisper_stream import WhisperStreamingRecognizer, agreed_prefix
+from predgen_ros.eval.asr_quality import reference_words
+from predgen_ros.eval.interruption_bag import burst
+
+pytestmark = pytest.mark.e2e
+
+SILENCE_1S = b"\0" * 32000
+
+
+@pytest.fixture(scope="module")
+def synth():
+    return PiperSynthesizer(reproducible=True)
+
+
+@pytest.fixture(scope="module")
+def transcriber():
+    return WhisperTranscriber()
+
+
+def spoken(synth, text: str) -> bytes:
+    speech = synth.synthesize(text)
+    return to_pcm16k(speech.samples, speech.sample_rate)
+
+
+def stream(asr: StreamingAsr, pcm: bytes, wait_for_each_step: bool = True):
+    """Feed `pcm` in 20 ms chunks.  `wait_for_each_step`: let the recognizer finish what it
+    is doing before the next chunk (as if the CPU were fast), so the run is reproducible."""
+    events = []
+    for chunk in chunks(pcm, 0.02):
+        events += asr.feed(chunk)
+        if wait_for_each_step:
+            asr.recognizer.idle(timeout=30)
+    events += asr.finish_stream(timeout=60)
+    asr.close()
+    return events
+
+
+def test_partials_grow_and_the_final_is_the_spoken_request(synth, transcriber):
+    text = "Can you bring me the red cup from the kitchen?"
+    asr = StreamingAsr(WhisperStreamingRecognizer(transcriber), endpoint_silence=0.5)
+    events = stream(asr, SILENCE_1S + spoken(synth, text) + SILENCE_1S)
+    partials = [e.text for e in events if e.kind == "partial"]
+    finals = [e for e in events if e.kind == "final"]
+    assert len(finals) == 1 and reference_words(finals[0].text) == reference_words(text)
+    assert len(partials) >= 3 and len(partials[-1].split()) > len(partials[0].split())
+    assert partials[-1] == finals[0].text  # the voice's end published the final's words first
+
+
+def test_silence_and_a_cough_give_no_words(synth, transcriber):
+    cough = burst("cough", np.random.default_rng(0)).tobytes()
+    asr = StreamingAsr(WhisperStreamingRecognizer(transcriber), endpoint_silence=0.5)
+    events = stream(asr, SILENCE_1S * 2 + cough + SILENCE_1S + cough + SILENCE_1S * 2)
+    assert events == []
+    assert transcriber.transcribe(SILENCE_1S * 3).text == ""
+
+
+def test_an_utterance_over_30_s_keeps_every_word(synth, transcriber):
+    sentences = [
+        "The robot drove into the kitchen and looked for the red cup on the table.",
+        "Then it picked up the cup, turned around slowly and carried it to the living room.",
+        "There it waited for the children, who were playing a loud game in the garden.",
+        "When they came back in, it offered them some water and a plate of apples.",
+        "Afterwards it cleaned the floor, charged its battery and told everybody a short story.",
+        "The story was about a small boat that sailed across the ocean to find a lost island.",
+        "On the island there lived a friendly dragon who loved music and baked bread every morning.",
+        "At the end everybody laughed, said good night and went upstairs to sleep.",
+    ]
+    pause = b"\0" * (2 * 16000 * 3 // 10)  # 0.3 s between sentences: one utterance
+    pcm = pause.join(spoken(synth, s) for s in sentences)
+    assert len(pcm) / 32000 > 30
+    asr = StreamingAsr(WhisperStreamingRecognizer(transcriber), endpoint_silence=1.2)  # Piper ends sentences with silence
+    finals = [e.text for e in stream(asr, SILENCE_1S + pcm + SILENCE_1S * 2) if e.kind == "final"]
+    assert len(finals) == 1
+    said, heard = reference_words(" ".join(sentences)), reference_words(finals[0])
+    missing = [w for w in set(said) if w not in heard]
+    assert len(heard) >= 0.95 * len(said) and len(missing) <= 3, (missing, finals[0])
+
+
+class SlowTranscriber:
+    """The real transcriber, held back until the test lets each call go."""
+
+    def __init__(self, transcriber):
+        self.transcriber = transcriber
+        self.release = threading.Event()
+        self.audio_seconds = []
+
+    def transcribe(self, pcm: bytes, prompt: str = ""):
+        self.release.wait()
+        self.audio_seconds.append(len(pcm) / 32000)
+        return self.transcriber.transcribe(pcm, prompt)
+
+
+def test_a_stalled_recognizer_neither_delays_the_endpoint_nor_loses_audio(synth, transcriber):
+    """The recognizer is stalled for the whole utterance: the voice detector and the
+    endpoint still decide on every chunk, and once it runs, the final has every word."""
+    text = "What is the capital of France?"
+    speech = spoken(synth, text)
+    slow = SlowTranscriber(transcriber)
+    asr = StreamingAsr(WhisperStreamingRecognizer(slow), endpoint_silence=0.5)
+    closed_at, voice = None, []
+    for chunk in chunks(SILENCE_1S + speech + SILENCE_1S, 0.02):
+        assert asr.feed(chunk) == []  # nothing transcribed yet: no partial, no final
+        voice += asr.voice_changes()
+        if closed_at is None and voice and not asr.in_utterance:
+            closed_at = asr.stream_time
+    speech_end = [t for what, t in voice if what == "end"][-1]
+    assert closed_at is not None and 0.5 <= closed_at - speech_end <= 0.5 + 0.02 + 1e-6
+    slow.release.set()
+    finals = [e for e in asr.finish_stream(timeout=60) if e.kind == "final"]
+    asr.close()
+    assert [reference_words(f.text) for f in finals] == [reference_words(text)]
+    assert finals[0].t_speech_end == pytest.approx(speech_end)
+    assert max(slow.audio_seconds) >= len(speech) / 32000  # the whole utterance reached Whisper
+
+
+def test_a_long_stall_widens_the_cadence(transcriber, synth):
+    recognizer = WhisperStreamingRecognizer(transcriber, step_s=0.3)
+    recognizer.start()
+    recognizer.accept(spoken(synth, "Please open the door."))
+    recognizer.idle(timeout=30)
+    assert recognizer.cadence_s >= max(0.3, 2.0 * recognizer.calls[-1]) - 1e-9
+    recognizer.stop()
+
+
+def test_a_missing_or_wrong_model_folder_is_named(tmp_path):
+    with pytest.raises(AsrError, match=r"asr.whisper.model_path: no such folder: .*nowhere"):
+        make_recognizer("whisper", whisper=WhisperSettings(model_path=str(tmp_path / "nowhere")))
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(AsrError, match=r"not a CTranslate2 Whisper folder \(missing model.bin, tokenizer.json\)"):
+        make_recognizer("whisper", whisper=WhisperSettings(model_path=str(tmp_path)))
+    with pytest.raises(AsrError, match="asr.whisper.beam must lie in 1..10"):
+        WhisperSettings(beam=0)
+
+
+def test_loops_are_kept_once_and_agreement_is_the_common_prefix():
+    assert without_loops("Thank you. Thank you. Thank you. Thank you.") == "Thank you."
+    assert without_loops("go go go now") == "go now"
+    assert without_loops("a very very good idea") == "a very very good idea"  # twice is speech
+    assert agreed_prefix("What is the capitol", "What is the capital of France?") == "What is the"
+    assert agreed_prefix("", "Hello") == ""
