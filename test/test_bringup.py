@@ -62,10 +62,10 @@ def test_a_path_with_a_quote_reaches_the_node(tmp_path):
 
 
 def test_one_node_failing_stops_the_others():
-    proc = start_bringup("--asr-backend", "whisper", "--sink", "none")
+    proc = start_bringup("--asr-backend", "nemo", "--sink", "none")
     output, _ = proc.communicate(timeout=120)
     assert proc.returncode == 2, output[-3000:]
-    assert "[asr_node] asr_node: error: asr.backend: unknown backend 'whisper'" in output
+    assert "[asr_node] asr_node: error: asr.backend: unknown backend 'nemo'" in output
     assert "[bringup] asr_node exited with code 2; stopping the other nodes" in output
 
 

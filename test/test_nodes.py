@@ -144,7 +144,7 @@ def test_speaker_without_output_device():
 
 
 def test_unknown_asr_backend():
-    assert_startup_error(run_node("asr_node", "-p", "asr.backend:=whisper"), "asr.backend", "whisper")
+    assert_startup_error(run_node("asr_node", "-p", "asr.backend:=nemo"), "asr.backend", "nemo")
 
 
 def write_user_speech(path, texts, gap_s):
