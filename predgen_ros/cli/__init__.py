@@ -8,14 +8,14 @@ import logging
 import sys
 
 from ..engine.config import ConfigError, ModelError
-from . import bags, bench, endpoints, graph, interruptions, split
+from . import asr, bags, bench, endpoints, graph, interruptions, split
 from .options import OneLineParser
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="predgen-ros", description="Speculative LLM replies for ROS 2 voice dialogue.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
-    for family in (bench, graph, bags, endpoints, interruptions, split):
+    for family in (bench, graph, bags, endpoints, interruptions, split, asr):
         family.register(sub)
     return parser
 

@@ -8,10 +8,20 @@ import re
 from .bags import BagMessage, QuestionMarker, split_by_question
 
 
+NUMBER_WORDS = {
+    word: str(i)
+    for i, word in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+        "sixteen seventeen eighteen nineteen twenty".split()
+    )
+} | {word: str(10 * i) for i, word in enumerate("thirty forty fifty sixty seventy eighty ninety".split(), 3)}
+
+
 def reference_words(text: str) -> list[str]:
     """Lower-case words for the word error rate, split at punctuation as a recognizer
-    hears it ("ice-cream" is two words); unlike `transcripts.words`, which joins them."""
-    return re.sub(r"[^\w\s']", " ", text.lower()).split()
+    hears it ("ice-cream" is two words); unlike `transcripts.words`, which joins them.
+    Number words are digits, so "six" and "6" (Whisper writes digits) are one word."""
+    return [NUMBER_WORDS.get(w, w) for w in re.sub(r"[^\w\s']", " ", text.lower()).split()]
 
 
 def revisions(partials: list[str]) -> tuple[int, int]:

@@ -1,0 +1,58 @@
+"""`asr-wer`: the recognizers compared offline on the same Piper speech (no graph)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ..audio.endpoint import ENDPOINT_SILENCE_S
+from ..audio.recognizers import AUDIO_RECOGNIZERS
+from .options import comma_list
+
+
+def register(sub) -> None:
+    wer = sub.add_parser("asr-wer", help="word error rate and CPU cost of each recognizer on the same spoken questions")
+    wer.add_argument(
+        "--questions", type=Path, default=None, help="MT-Bench .jsonl or a text file of utterances (default: MT-Bench turn 1)"
+    )
+    wer.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    wer.add_argument(
+        "--backends",
+        type=comma_list(str),
+        default=["pocketsphinx", "whisper"],
+        help=f"comma-separated, of {', '.join(AUDIO_RECOGNIZERS)} (default pocketsphinx,whisper)",
+    )
+    wer.add_argument("--hesitations", type=float, default=0.0, metavar="P", help="a pause inside P %% of the questions")
+    wer.add_argument("--seed", type=int, default=0, help="which questions hesitate, where and how long (default 0)")
+    wer.add_argument("--gap", type=float, default=3.0, help="silence before each question, s (default 3)")
+    wer.add_argument("--vad", default="silero", help="voice activity detector: webrtc or silero (default silero)")
+    wer.add_argument("--endpoint-silence", type=float, default=ENDPOINT_SILENCE_S, help="fixed endpoint, s")
+    wer.add_argument("--out", type=Path, default=None, help="folder for summary.json (each question's words as heard)")
+    wer.set_defaults(run=cmd_asr_wer)
+
+
+def cmd_asr_wer(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from ..audio.tts import PiperSynthesizer
+    from ..eval.asr_offline import hear, table
+    from ..eval.make_bag import speak_questions
+    from ..eval.questions import load_questions
+
+    unknown = [b for b in args.backends if b not in AUDIO_RECOGNIZERS]
+    if unknown:
+        raise SystemExit(f"predgen-ros asr-wer: error: unknown backend {unknown[0]!r} (choose from {', '.join(AUDIO_RECOGNIZERS)})")
+    questions = load_questions(args.questions, args.limit)
+    audio, turns = speak_questions(questions, PiperSynthesizer(reproducible=True), args.gap, args.hesitations, args.seed)
+    audio_s = len(audio) / 16000
+    results = []
+    for backend in args.backends:
+        with tqdm(total=len(turns), desc=backend, unit="question") as bar:
+            results.append(hear(backend, audio, turns, args.vad, args.endpoint_silence, progress=bar.update))
+    print(table(results, audio_s))
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "run"}
+        (args.out / "summary.json").write_text(json.dumps({"settings": settings, "audio_s": audio_s, "results": results}, indent=1))
+    return 0

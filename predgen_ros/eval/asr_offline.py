@@ -1,0 +1,89 @@
+"""`predgen-ros asr-wer`: what each recognizer hears of the same speech, offline.
+
+Piper speaks the questions once (pauses inserted inside some of them as make-bag
+does: the same seed gives the same audio), and each recognizer hears that audio
+through StreamingAsr in 20 ms chunks with the same voice detector and a fixed
+endpoint.  Per recognizer: the word error rate of the finals against the texts,
+the finals per question (more than one: a pause split it), and the recognizer's
+CPU seconds per second of audio (the process's CPU time, all threads, the voice
+detector included).  A background recognizer is let finish what it started after
+each chunk, as on a CPU that keeps up; its cadence is the one it would choose.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..audio.asr import StreamingAsr, make_vad
+from ..audio.pcm import AUDIO_CHUNK_MS, SAMPLE_RATE, chunks
+from ..audio.recognizers import make_recognizer
+from ..events import Heard
+from .asr_quality import reference_words, word_errors
+
+
+@dataclass(frozen=True)
+class HeardQuestion:
+    qid: str
+    text: str
+    finals: tuple[str, ...]
+
+    @property
+    def errors(self) -> int:
+        return word_errors(reference_words(self.text), reference_words(" ".join(self.finals)))
+
+    @property
+    def words(self) -> int:
+        return len(reference_words(self.text))
+
+
+def hear(backend: str, audio: np.ndarray, turns, vad: str, endpoint_silence_s: float, progress=None) -> dict:
+    """One recognizer over the whole stream: per-question finals, WER and CPU cost."""
+    recognizer = make_recognizer(backend)
+    asr = StreamingAsr(recognizer, endpoint_silence=endpoint_silence_s, vad=make_vad(vad))
+    finals: list[tuple[float, str]] = []  # (speech end, text)
+    background = hasattr(recognizer, "idle")
+    cpu = time.process_time()
+    ends = [turn.t_end for turn in turns]
+    for chunk in chunks(audio.tobytes(), AUDIO_CHUNK_MS / 1000):
+        finals += [(e.t_speech_end, e.text) for e in asr.feed(chunk) if e.kind is Heard.FINAL]
+        if background:
+            recognizer.idle()
+        while ends and asr.stream_time >= ends[0]:
+            ends.pop(0)
+            if progress:
+                progress()
+    finals += [(e.t_speech_end, e.text) for e in asr.finish_stream() if e.kind is Heard.FINAL]
+    cpu = time.process_time() - cpu
+    asr.close()
+    starts = [turn.t_start for turn in turns[1:]] + [float("inf")]
+    heard = [
+        HeardQuestion(turn.qid, turn.text, tuple(text for t, text in finals if turn.t_start <= t < next_start))
+        for turn, next_start in zip(turns, starts)
+    ]
+    errors, words = sum(q.errors for q in heard), sum(q.words for q in heard)
+    return {
+        "backend": backend,
+        "wer": errors / words,
+        "errors": errors,
+        "words": words,
+        "split_questions": sum(len(q.finals) > 1 for q in heard),
+        "unheard_questions": sum(not q.finals for q in heard),
+        "cpu_s_per_audio_s": cpu / (len(audio) / SAMPLE_RATE),
+        "questions": [{"qid": q.qid, "text": q.text, "heard": " / ".join(q.finals), "errors": q.errors} for q in heard],
+    }
+
+
+def table(results: list[dict], audio_s: float) -> str:
+    lines = [
+        f"| recognizer | WER | errors / words | questions split | unheard | CPU s per audio s ({audio_s:.0f} s of audio) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r['backend']} | {100 * r['wer']:.1f} % | {r['errors']} / {r['words']} | {r['split_questions']} "
+            f"| {r['unheard_questions']} | {r['cpu_s_per_audio_s']:.3f} |"
+        )
+    return "\n".join(lines)
