@@ -43,7 +43,7 @@ OVERRIDES = {
     ),
     "backend": ("model.backend", "predgen_node", "auto | llama_cpp | transformers"),
     "device": ("model.device", "predgen_node", "transformers: auto | cpu | cuda[:N]"),
-    "asr_backend": ("asr.backend", "asr_node", "pocketsphinx | vosk | text"),
+    "asr_backend": ("asr.backend", "asr_node", "whisper | pocketsphinx | vosk | text"),
     "sink": ("tts.sink", "tts_node", "speaker | wav | topic | none"),
 }
 

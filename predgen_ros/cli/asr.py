@@ -42,7 +42,9 @@ def cmd_asr_wer(args: argparse.Namespace) -> int:
 
     unknown = [b for b in args.backends if b not in AUDIO_RECOGNIZERS]
     if unknown:
-        raise SystemExit(f"predgen-ros asr-wer: error: unknown backend {unknown[0]!r} (choose from {', '.join(AUDIO_RECOGNIZERS)})")
+        raise SystemExit(
+            f"predgen-ros asr-wer: error: unknown backend {unknown[0]!r} (choose from {', '.join(AUDIO_RECOGNIZERS)})"
+        )
     questions = load_questions(args.questions, args.limit)
     audio, turns = speak_questions(questions, PiperSynthesizer(reproducible=True), args.gap, args.hesitations, args.seed)
     audio_s = len(audio) / 16000
@@ -54,5 +56,7 @@ def cmd_asr_wer(args: argparse.Namespace) -> int:
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "run"}
-        (args.out / "summary.json").write_text(json.dumps({"settings": settings, "audio_s": audio_s, "results": results}, indent=1))
+        (args.out / "summary.json").write_text(
+            json.dumps({"settings": settings, "audio_s": audio_s, "results": results}, indent=1)
+        )
     return 0

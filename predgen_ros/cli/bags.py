@@ -10,7 +10,7 @@ from pathlib import Path
 from ..audio.endpoint import ENDPOINT_SILENCE_S
 from ..audio.pcm import AUDIO_CHUNK_MS
 from ..engine.config import POLICIES, ConfigError
-from .options import add_set_option, check_limit, comma_list, params_file_or_default, policy_list
+from .options import add_asr_backend_option, add_set_option, check_limit, comma_list, params_file_or_default, policy_list
 
 
 def register(sub) -> None:
@@ -24,7 +24,8 @@ def register(sub) -> None:
     make_bag.add_argument(
         "--out", type=Path, default=None, help="bag folder to create (default: ~/.cache/predgen_ros/bags/mtbench-<N>)"
     )
-    make_bag.add_argument("--vosk-model", default=None, help="use vosk with this model folder instead of pocketsphinx")
+    add_asr_backend_option(make_bag)
+    make_bag.add_argument("--vosk-model", default=None, help="with --asr-backend vosk: the vosk model folder")
     make_bag.add_argument(
         "--endpoint-silence",
         type=float,
@@ -58,6 +59,7 @@ def register(sub) -> None:
     info.set_defaults(run=cmd_bag_info)
 
     ev = sub.add_parser("eval", help="replay a bag into the graph once per policy; report, summary.json, plots, recorded bags")
+    add_asr_backend_option(ev)
     ev.add_argument("--bag", type=Path, required=True, help="bag made by make-bag")
     ev.add_argument(
         "--policies", type=policy_list, default=list(POLICIES), help="comma-separated (default baseline,preemptive,predgen)"
@@ -119,7 +121,7 @@ def cmd_make_bag(args: argparse.Namespace) -> int:
     questions = load_questions(args.questions, args.limit)
     out = args.out or _default_bag_folder(args.limit)
     settings = BagSettings(
-        "vosk" if args.vosk_model else "pocketsphinx",
+        args.asr_backend,
         args.vosk_model or "",
         args.endpoint_silence,
         args.gap,
@@ -198,6 +200,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         args.baseline_endpoint,
         args.resume,
         args.audio_chunk_ms,
+        args.asr_backend,
     )
     names = [run.name for run in graph_runs(settings)]
     with tqdm(total=len(markers) * len(names), desc="eval", unit="question") as bar:

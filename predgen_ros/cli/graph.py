@@ -24,7 +24,7 @@ def register(sub) -> None:
     )
     up.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file (default: config/predgen.yaml)")
     up.add_argument("--policy", choices=POLICIES, default=None, help="predgen_node policy")
-    up.add_argument("--asr-backend", dest="asr.backend", default=None, help="pocketsphinx, vosk or text")
+    up.add_argument("--asr-backend", dest="asr.backend", default=None, help="whisper, pocketsphinx, vosk or text")
     up.add_argument("--asr-input", dest="asr.input", default=None, help="'microphone' or a WAV file (pocketsphinx / vosk)")
     up.add_argument("--sink", dest="tts.sink", default=None, help="speaker, wav, topic or none")
     up.add_argument("--wav-dir", dest="tts.wav_dir", default=None, help="folder for the wav sink")

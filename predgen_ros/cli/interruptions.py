@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from ..engine.config import ConfigError
-from .options import add_set_option, check_limit, comma_list, params_file_or_default
+from .options import add_asr_backend_option, add_set_option, check_limit, comma_list, params_file_or_default
 
 
 def _default_bag() -> Path:
@@ -33,6 +33,7 @@ def register(sub) -> None:
     ev.add_argument("--out", type=Path, default=Path("interruptions-out"), help="output folder (default interruptions-out)")
     ev.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file (default: config/predgen.yaml)")
     ev.add_argument("--limit", type=int, default=None, help="only the first N trials")
+    add_asr_backend_option(ev)
     add_set_option(ev, "any node parameter (repeatable)")
     ev.set_defaults(run=cmd_eval)
 
@@ -76,7 +77,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         with tqdm(total=len(trials) * len(args.policies), desc="eval-interruptions", unit="trial") as bar:
             for policy in args.policies:
                 bar.set_postfix_str(policy)
-                results += run_policy(policy, trials, params_file, args.out, dict(args.set), bar.update)
+                results += run_policy(
+                    policy, trials, params_file, args.out, {"asr.backend": args.asr_backend, **dict(args.set)}, bar.update
+                )
     finally:
         rclpy.try_shutdown()
     summary = summarize(results)

@@ -114,3 +114,15 @@ def params_file_or_default(path: Path | None) -> Path:
     if not params_file.is_file():
         raise ConfigError(f"parameter file not found: {params_file} (give --params)")
     return params_file
+
+
+def add_asr_backend_option(parser) -> None:
+    """`--asr-backend`: the recognizer that hears replayed audio (audio/recognizers.py)."""
+    from ..audio.recognizers import AUDIO_RECOGNIZERS, DEFAULT_RECOGNIZER
+
+    parser.add_argument(
+        "--asr-backend",
+        choices=AUDIO_RECOGNIZERS,
+        default=DEFAULT_RECOGNIZER,
+        help=f"the recognizer that hears the audio (default {DEFAULT_RECOGNIZER})",
+    )

@@ -7,14 +7,34 @@ import re
 
 from .bags import BagMessage, QuestionMarker, split_by_question
 
-
 NUMBER_WORDS = {
     word: str(i)
     for i, word in enumerate(
-        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-        "sixteen seventeen eighteen nineteen twenty".split()
+        [
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+            "thirteen",
+            "fourteen",
+            "fifteen",
+            "sixteen",
+            "seventeen",
+            "eighteen",
+            "nineteen",
+            "twenty",
+        ]
     )
-} | {word: str(10 * i) for i, word in enumerate("thirty forty fifty sixty seventy eighty ninety".split(), 3)}
+} | {word: str(10 * i) for i, word in enumerate(["thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"], 3)}
 
 
 def reference_words(text: str) -> list[str]:

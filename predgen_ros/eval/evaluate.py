@@ -16,6 +16,7 @@ from ..engine.params import ENGINE_PARAMS
 from .asr_quality import asr_quality
 from .conversation import score_answers
 from .endpoints import format_endpoint_table
+from .heard_right import format_heard_table, heard_summary, mark_heard_right, reference_first_sentences
 from .live_asr import endpoint_summary, live_asr_runs, load_audio_replay
 from .phases import TurnPhases, format_phase_table, phase_summary, plot_phases
 from .records import TurnRecord, mark_matches, summarize, summarize_by_duration
@@ -58,8 +59,12 @@ def run_eval(settings: EvalSettings, progress=None) -> tuple[list[TurnRecord], d
         rclpy.try_shutdown()
     names = [run.name for run in runs]
     mark_matches(records)
-    score_answers(records, {m.qid: m.text for m in markers}, scoring_model(settings))
+    texts = {m.qid: m.text for m in markers}
+    lm, config = scoring_model(settings)
+    score_answers(records, texts, lm)
+    mark_heard_right(records, reference_first_sentences(lm, config, texts))
     summary = summarize(records, names)
+    quality["heard"] = heard_summary(records, texts, names)
     quality["_by_duration"] = summarize_by_duration(records, names)
     if live:
         quality["endpoint_policies"] = endpoint_summary(records, summary, runs)
@@ -79,13 +84,14 @@ def run_eval(settings: EvalSettings, progress=None) -> tuple[list[TurnRecord], d
 
 
 def scoring_model(settings: EvalSettings):
-    """The graph's model, loaded here after the replay, to score relevance."""
+    """The graph's model and engine settings, loaded here after the replay, to score
+    relevance and to answer the questions' true texts."""
     from ..engine.models import load_language_model
     from ..engine.params import engine_config, read_params_file
 
     params = {**read_params_file(settings.params_file), **settings.overrides}
-    _, model = engine_config({name: value for name, value in params.items() if name in ENGINE_PARAMS})
-    return load_language_model(model)
+    config, model = engine_config({name: value for name, value in params.items() if name in ENGINE_PARAMS})
+    return load_language_model(model), config
 
 
 def markdown_report(summary: dict, quality: dict, records: list[TurnRecord], settings: EvalSettings, names: list[str]) -> str:
@@ -108,7 +114,12 @@ def markdown_report(summary: dict, quality: dict, records: list[TurnRecord], set
         ),
         "",
         f"- ASR revision rate: {quality['revision_rate']:.1%} of partial updates change a word other than the last",
-        f"- ASR word error rate of the finals against the question text: {quality['wer']:.1%}",
+        f"- ASR word error rate of the bag's recorded finals against the question text: {quality['wer']:.1%}",
+        "",
+        "What the words cost (`eval/heard_right.py`: answered as if heard right = the first sentence is the one the "
+        "model gives to the question's true text; the WER is of the finals each run's asr_node heard, live ASR only):",
+        "",
+        format_heard_table(quality["heard"]),
         "- repeat: share of answers whose first six words repeat an earlier answer's in this run; start: share that "
         "begin with the run's most frequent first two words; copy: mean share of "
         "each reply's 4-token runs found in an earlier reply of the run; relev: mean relevance "

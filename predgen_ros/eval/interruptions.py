@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ..audio.pcm import SAMPLE_RATE
+from ..audio.recognizers import DEFAULT_RECOGNIZER
 from ..nodes.bringup import Graph
 from ..nodes.probe import GraphProbe
 from .interruption_bag import KINDS, Trial, last_voiced_s
@@ -46,7 +47,7 @@ POLICIES = {
     "stop": {"tts.interruption": "stop", "turn.min_words": 1, "turn.backchannels": "", "turn.min_speech_s": 0.0},
 }
 GRAPH_OVERRIDES = {
-    "asr.backend": "pocketsphinx",
+    "asr.backend": DEFAULT_RECOGNIZER,
     "asr.input": "topic",
     "asr.mute_while_robot_speaks": False,
     "tts.sink": "none",

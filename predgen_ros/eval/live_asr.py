@@ -1,7 +1,7 @@
 """`predgen-ros eval --endpoint-policies`: the bag's audio through a live asr_node, one run per policy.
 
 A plain eval replays the transcripts the bag recorded.  This one replays the
-user's audio (`audio/user`) into asr_node (pocketsphinx, the parameter file's
+user's audio (`audio/user`) into asr_node (`--asr-backend`, the parameter file's
 VAD), so the endpoint policy under test decides when each final goes out, and
 `llm` and `fused` hear predgen_node's `turn/end_probability` as on a robot.
 
@@ -73,7 +73,7 @@ def live_asr_runs(settings: EvalSettings) -> list[GraphRun]:
     other policy once per endpoint policy."""
 
     def run(name: str, policy: str, endpoint: str) -> GraphRun:
-        overrides = {"asr.backend": "pocketsphinx", "asr.input": "topic", **endpoint_overrides(endpoint)}
+        overrides = {"asr.backend": settings.asr_backend, "asr.input": "topic", **endpoint_overrides(endpoint)}
         return GraphRun(name, policy, overrides, LIVE_NODES, LivePlayer)
 
     runs = []
@@ -104,9 +104,12 @@ class LivePlayer(Player):
     def records(self, name: str, markers: list[QuestionMarker], outcomes: list[tuple[int, str]]) -> list[TurnRecord]:
         records = super().records(name, markers, outcomes)
         ends = self._speech_ends()
-        for record, marker, (shift_ns, _) in zip(records, markers, outcomes):
+        finals = [msg.data for topic, _, msg in self.recorded if topic == "asr/final"]  # one speech end before each
+        starts = [m.t_start_ns + shift for m, (shift, _) in zip(markers, outcomes)] + [float("inf")]
+        for i, (record, marker, (shift_ns, _)) in enumerate(zip(records, markers, outcomes)):
             start, closing = marker.t_start_ns + shift_ns, marker.t_end_ns + shift_ns - int(CLOSING_TOLERANCE_S * 1e9)
             record.early_finals = sum(start <= t < closing for t in ends)
+            record.heard = " ".join(text for t, text in zip(ends, finals) if starts[i] <= t < starts[i + 1])
         return records
 
 

@@ -25,7 +25,7 @@ import numpy as np
 from ..audio.asr import StreamingAsr
 from ..audio.endpoint import ENDPOINT_SILENCE_S
 from ..audio.pcm import SAMPLE_RATE, chunks, to_pcm16k
-from ..audio.recognizers import make_recognizer
+from ..audio.recognizers import DEFAULT_RECOGNIZER, make_recognizer
 from ..audio.text_asr import Question
 from ..audio.tts import PiperSynthesizer
 from ..events import Heard
@@ -39,7 +39,7 @@ HESITATION_AT = (0.25, 0.75)  # where in the question it goes (share of its leng
 
 @dataclass(frozen=True)
 class BagSettings:
-    backend: str = "pocketsphinx"
+    backend: str = DEFAULT_RECOGNIZER
     vosk_model: str = ""
     endpoint_silence_s: float = ENDPOINT_SILENCE_S
     gap_s: float = 3.0  # silence before each question (and after the last)
@@ -131,8 +131,9 @@ def bag_messages(questions: list[Question], settings: BagSettings, progress=None
 
     synth = PiperSynthesizer(reproducible=True)  # the same bag from the same questions and seed, on any load
     audio, turns = speak_questions(questions, synth, settings.gap_s, settings.hesitations, settings.seed)
+    recognizer = make_recognizer(settings.backend, settings.vosk_model)
     asr = StreamingAsr(
-        make_recognizer(settings.backend, settings.vosk_model),
+        recognizer,
         settings.endpoint_silence_s,
         redecode_final=settings.redecode_final,
     )
@@ -174,6 +175,8 @@ def bag_messages(questions: list[Question], settings: BagSettings, progress=None
         add("audio/user", t_audio, audio_chunk(np.frombuffer(chunk, dtype=np.int16), SAMPLE_RATE))
         started = time.perf_counter()
         events = asr.feed(chunk)
+        if hasattr(recognizer, "idle"):  # a background recognizer, on a CPU that keeps up
+            recognizer.idle()
         t_heard = t_audio + (time.perf_counter() - started)  # published once the recognizer is done
         for event in events:
             heard(event, t_heard)

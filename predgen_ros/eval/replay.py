@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..audio.pcm import AUDIO_CHUNK_MS
+from ..audio.recognizers import DEFAULT_RECOGNIZER
 from ..engine.metrics import first_audio_missing, measures_from_report
 from ..nodes.bringup import Graph, GraphError
 from ..nodes.probe import GraphProbe
@@ -54,6 +55,7 @@ class EvalSettings:
     baseline_endpoint: str = "fixed_0.35"  # live ASR: the endpoint policy of the baseline run
     resume: bool = False  # keep the runs already in out/runs/
     audio_chunk_ms: int = AUDIO_CHUNK_MS  # live ASR: the bag's audio replayed in chunks of at most this length
+    asr_backend: str = DEFAULT_RECOGNIZER  # live ASR: the recognizer that hears the bag's audio
 
 
 def load_replay(bag: Path, limit: int | None = None) -> tuple[list[BagMessage], list[QuestionMarker]]:

@@ -31,11 +31,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ..audio.recognizers import DEFAULT_RECOGNIZER
 from ..nodes.bringup import HALVES, Graph, default_params_file
 from ..nodes.two_hosts import TwoHosts
 
 QUESTIONS = ("What is the capital of France?", "Name one planet of the solar system.", "Tell me a fun fact about whales.")
-GRAPH_OVERRIDES = {"asr.backend": "pocketsphinx", "asr.input": "topic", "tts.sink": "none", "tts.realtime": True}
+GRAPH_OVERRIDES = {"asr.backend": DEFAULT_RECOGNIZER, "asr.input": "topic", "tts.sink": "none", "tts.realtime": True}
 OUTAGE_S = 3.0
 ANSWER_TIMEOUT_S = 60.0
 QUIET_S = 2.0

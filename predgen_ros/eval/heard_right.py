@@ -1,0 +1,67 @@
+"""Answered as if heard right: what the recognizer's words cost the answers.
+
+A turn is answered as if heard right when its first sentence is the one the same
+model gives, with the same settings and no history, to the true text of the
+utterance (baseline's greedy reply: the exact verifier commits that reply to
+whatever words it was given).  Whatever the recognizer, the share says how many
+answers its mistakes left untouched; a recognizer that hears every word scores
+the share the graph itself scores on text (its near-ties aside).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .asr_quality import reference_words, word_errors
+
+
+def reference_first_sentences(lm, config, texts: dict[str, str], progress=None) -> dict[str, str]:
+    """The first sentence the model answers to each text (qid -> sentence), without history."""
+    from ..engine.session import Session
+    from .clock import VirtualClock
+
+    session = Session(lm, replace(config, policy="baseline"), VirtualClock())
+    sentences = {}
+    for qid, text in texts.items():
+        session.reset([])
+        session.final(text, 0.0)
+        session.end_of_turn(0.0)
+        while session.has_work():
+            session.step()
+        sentences[qid] = session.turn.first_sentence
+        if progress:
+            progress()
+    return sentences
+
+
+def mark_heard_right(records: list, references: dict[str, str]) -> None:
+    for r in records:
+        if r.answered and r.qid in references:
+            r.heard_right = r.first_sentence == references[r.qid]
+
+
+def heard_summary(records: list, texts: dict[str, str], runs: list[str]) -> dict:
+    """Per run: answered as if heard right (share of the questions asked), and, where the
+    run heard audio, the word error rate of the finals it heard."""
+    result = {}
+    for run in runs:
+        rows = [r for r in records if r.policy == run]
+        right = sum(bool(r.heard_right) for r in rows)
+        heard = [r for r in rows if r.heard is not None]
+        errors = sum(word_errors(reference_words(texts[r.qid]), reference_words(r.heard)) for r in heard)
+        words = sum(len(reference_words(texts[r.qid])) for r in heard)
+        result[run] = {
+            "questions": len(rows),
+            "answered_as_if_heard_right": right,
+            "answered_as_if_heard_right_share": right / len(rows) if rows else None,
+            "finals_wer": errors / words if heard and words else None,
+        }
+    return result
+
+
+def format_heard_table(summary: dict) -> str:
+    lines = ["| run | answered as if heard right | WER of the finals heard |", "|---|---:|---:|"]
+    for run, s in summary.items():
+        wer = "–" if s["finals_wer"] is None else f"{100 * s['finals_wer']:.1f} %"
+        lines.append(f"| {run} | {s['answered_as_if_heard_right']} of {s['questions']} | {wer} |")
+    return "\n".join(lines)
