@@ -1,4 +1,5 @@
-"""`asr-wer`: the recognizers compared offline on the same Piper speech (no graph)."""
+"""`asr-wer`: the recognizers compared offline on the same Piper speech (no graph);
+`far-field`: a bag's speech heard from across a simulated room."""
 
 from __future__ import annotations
 
@@ -30,6 +31,33 @@ def register(sub) -> None:
     wer.add_argument("--endpoint-silence", type=float, default=ENDPOINT_SILENCE_S, help="fixed endpoint, s")
     wer.add_argument("--out", type=Path, default=None, help="folder for summary.json (each question's words as heard)")
     wer.set_defaults(run=cmd_asr_wer)
+
+    far = sub.add_parser("far-field", help="a bag's user audio played 1-2 m from the microphone in simulated rooms (new bag)")
+    far.add_argument("--bag", type=Path, required=True, help="a bag made by make-bag")
+    far.add_argument("--out", type=Path, required=True, help="the far-field bag folder to create")
+    far.add_argument("--seed", type=int, default=0, help="rooms, distances and noise (default 0)")
+    far.set_defaults(run=cmd_far_field)
+
+
+def cmd_far_field(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from ..eval.bags import question_markers, read_bag
+    from ..eval.far_field import RoomSettings, reverberate
+
+    if args.out.exists():
+        raise SystemExit(f"predgen-ros far-field: error: {args.out} exists: remove it or choose another --out")
+    questions = len(question_markers(read_bag(args.bag, ["eval/turn"])))
+    with tqdm(total=questions, desc="far-field", unit="question") as bar:
+        rooms = reverberate(args.bag, args.out, RoomSettings(seed=args.seed), progress=bar.update)
+    (args.out / "rooms.json").write_text(json.dumps(rooms, indent=1))
+    rt60 = sorted(r["rt60_s"] for r in rooms)
+    distance = sorted(r["distance_m"] for r in rooms)
+    print(
+        f"{args.out}: {len(rooms)} questions, RT60 {rt60[0]:.2f}-{rt60[-1]:.2f} s, distance {distance[0]:.1f}-{distance[-1]:.1f} m, "
+        f"SNR {rooms[0]['snr_db']} dB"
+    )
+    return 0
 
 
 def cmd_asr_wer(args: argparse.Namespace) -> int:
