@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..audio.recognizers import AUDIO_RECOGNIZERS, DEFAULT_RECOGNIZER
 from ..engine.config import POLICIES, ConfigError
 from .options import (
     MODEL_OPTIONS,
@@ -46,6 +47,12 @@ def register(sub) -> None:
         help="MT-Bench .jsonl or a text file, one utterance a line (default: the embedded robot conversation)",
     )
     demo.add_argument("--limit", type=int, default=8, help="utterances (default 8)")
+    demo.add_argument(
+        "--asr-backend",
+        choices=[*AUDIO_RECOGNIZERS, "text"],
+        default=DEFAULT_RECOGNIZER,
+        help=f"the recognizer that hears Piper speak (default {DEFAULT_RECOGNIZER}); text: typed, no audio",
+    )
     demo.add_argument(
         "--policies", type=policy_list, default=["baseline", "predgen"], help="comma-separated (default baseline,predgen)"
     )
@@ -89,9 +96,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from ..eval.graph_demo import (
         DemoSettings,
         conversation_measures,
+        heard_table,
         latency_table,
         measures_table,
-        reports_by_question,
         run_demo,
     )
     from ..eval.phases import TurnPhases, format_phase_table, phase_summary, plot_phases
@@ -100,9 +107,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     params_file = params_file_or_default(args.params)
     source = args.questions or robot_conversation_file()
     questions = [q.text for q in load_questions(source, args.limit)]  # a bad file fails before the graph starts
-    reports = run_demo(DemoSettings(params_file, args.out, source, tuple(args.policies), args.limit))
-    answers = {policy: reports_by_question(questions, rows) for policy, rows in reports.items()}
-    print(f"\naudio latency from the end of speech, {len(questions)} utterances at 600 chars/min through the ROS 2 graph:")
+    spoken = args.asr_backend != "text"
+    settings = DemoSettings(params_file, args.out, source, tuple(args.policies), args.limit, spoken=spoken)
+    if spoken:
+        settings.asr_backend = args.asr_backend
+    answers = run_demo(settings)
+    how = f"spoken by Piper, heard by {args.asr_backend}" if spoken else "typed at 600 chars/min (text backend)"
+    print(f"\naudio latency from the end of speech, {len(questions)} utterances {how}, through the ROS 2 graph:")
     print(latency_table(questions, answers))
     print("\nconversation (docs/results/conversations.md): repeated openings, history copy, first sentence as baseline's")
     print(measures_table(conversation_measures(answers, _tokenizer_encode())))
@@ -115,10 +126,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )
     print(format_phase_table(phase_summary(phases)))
     plot_phases(args.out / "phases.png", phases)
-    last = list(answers)[-1]
-    print(f"\n{last}'s answers:")
-    for i, (question, report) in enumerate(zip(questions, answers[last]), 1):
-        print(f"{i:>3}  {question}\n     -> {report['reply'] if report else '(no reply)'}")
+    print(f"\n{list(answers)[-1]}'s answers:")
+    print(heard_table(questions, answers))
     print(
         f"replies: {args.out}/<policy>/reply_NNN.wav; reports: {args.out}/reports.json; phases: {args.out}/phases.png; "
         f"node logs: {args.out}/graph-<policy>.log"

@@ -1,8 +1,10 @@
 """The demo: one spoken conversation through the real ROS 2 graph, once per policy.
 
-For each policy the three nodes start as processes (nodes.bringup.Graph), the
-text ASR backend speaks the utterances at 600 characters/min, each only after
-the reply to the previous one has ended (or `asr.text.reply_timeout_s` passed),
+For each policy the three nodes start as processes (nodes.bringup.Graph).  By
+default Piper speaks each utterance into asr_node (`audio/user`, 20 ms chunks in
+real time) and asr_node hears it with the default recognizer, each utterance only
+after the reply to the previous one has ended; with `spoken` off, asr_node's text
+backend types the utterances at 600 characters/min instead.  Either way
 tts_node writes each reply as a WAV file, and this process listens to
 `predgen/latency` for the per-turn reports and to `predgen/response` for the
 whole replies.  A question without a report is shown as "no reply".  Latencies
@@ -17,6 +19,12 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
+from ..audio.pcm import SAMPLE_RATE, to_pcm16k
+from ..audio.recognizers import DEFAULT_RECOGNIZER
+from ..audio.text_asr import load_questions
+from ..audio.tts import PiperSynthesizer
 from ..nodes.asr_node import AsrState
 from ..nodes.bringup import Graph, GraphError
 from ..nodes.probe import GraphProbe
@@ -30,6 +38,8 @@ class DemoSettings:
     policies: tuple[str, ...] = ("baseline", "predgen")
     limit: int = 8
     turn_timeout_s: float = 180.0
+    spoken: bool = True  # Piper speaks into asr_node; False: the text backend
+    asr_backend: str = DEFAULT_RECOGNIZER
 
 
 @dataclass
@@ -81,34 +91,100 @@ class ReportListener(GraphProbe):
         self.spin_until(finished, timeout, "asr_node to finish its questions")
 
 
-def run_policy(policy: str, settings: DemoSettings, progress=None) -> list[dict[str, str]]:
-    """Start the graph with `policy`, let the user speak, return the per-turn reports
-    (each with its whole reply under "reply")."""
+class SpokenUser(ReportListener):
+    """The user: Piper's voice on `audio/user` in real time, one utterance after each reply."""
+
+    LEAD_S, TAIL_S = 0.5, 1.5  # silence before an utterance, and after it while the endpoint waits
+
+    def __init__(self):
+        from std_msgs.msg import Bool, Int16MultiArray
+
+        from ..nodes.common import TEXT_QOS
+
+        super().__init__("predgen_demo_user")
+        self.audio = self.node.create_publisher(Int16MultiArray, "audio/user", TEXT_QOS)
+        self.robot_speaking = False
+        self.node.create_subscription(Bool, "robot_speaking", self._on_speaking, TEXT_QOS)
+
+    def _on_speaking(self, msg) -> None:
+        self.robot_speaking = msg.data
+
+    def play(self, pcm: bytes) -> None:
+        """`pcm` (16 kHz int16) in 20 ms chunks, each when its last sample would be heard."""
+        import time
+
+        from ..audio.pcm import AUDIO_CHUNK_MS, chunks
+        from ..nodes.messages import audio_chunk
+
+        start = time.time()
+        for i, piece in enumerate(chunks(pcm, AUDIO_CHUNK_MS / 1000), 1):
+            self.wait_for(lambda: False, max(0.0, start + i * AUDIO_CHUNK_MS / 1000 - time.time()))
+            self.audio.publish(audio_chunk(np.frombuffer(piece, dtype=np.int16), SAMPLE_RATE))
+
+    def say_all(self, utterances: list[bytes], timeout: float, progress=None) -> list[list[int]]:
+        """Each utterance once the graph listens and the last reply has ended; the
+        indices of the reports that came for each."""
+        silence = lambda s: b"\0" * (2 * int(s * SAMPLE_RATE))  # noqa: E731
+        self.spin_until(lambda: self.value("asr_node", "state") == AsrState.LISTENING.value, 120.0, "asr_node to listen")
+        self.spin_until(lambda: self.audio.get_subscription_count() > 0, 30.0, "asr_node to hear audio/user")
+        heard = []
+        for pcm in utterances:
+            before = len(self.reports)
+            self.play(silence(self.LEAD_S) + pcm + silence(self.TAIL_S))
+            self.wait_for(lambda before=before: len(self.reports) > before and not self.robot_speaking, timeout)
+            self.play(silence(0.5))  # a final that came late (a split utterance) is still this one's
+            heard.append(list(range(before, len(self.reports))))
+            if progress:
+                progress(1)
+        return heard
+
+
+def run_policy(policy: str, settings: DemoSettings, progress=None) -> list[dict[str, str] | None]:
+    """Start the graph with `policy`, let the user speak, return each utterance's report
+    (with its whole reply under "reply"; None where none came)."""
     wav_dir = settings.out / policy
     wav_dir.mkdir(parents=True, exist_ok=True)
-    overrides = {
-        "policy": policy,
-        "asr.backend": "text",
-        "asr.text.source": str(settings.questions),
-        "asr.text.limit": settings.limit,
-        "asr.text.wait_for_reply": True,
-        "asr.text.reply_timeout_s": settings.turn_timeout_s,
-        "tts.sink": "wav",
-        "tts.wav_dir": str(wav_dir.resolve()),
-        "tts.realtime": False,
-    }
+    overrides = {"policy": policy, "tts.sink": "wav", "tts.wav_dir": str(wav_dir.resolve()), "tts.realtime": False}
+    if settings.spoken:
+        overrides |= {"asr.backend": settings.asr_backend, "asr.input": "topic"}
+    else:
+        overrides |= {
+            "asr.backend": "text",
+            "asr.text.source": str(settings.questions),
+            "asr.text.limit": settings.limit,
+            "asr.text.wait_for_reply": True,
+            "asr.text.reply_timeout_s": settings.turn_timeout_s,
+        }
     log_path = settings.out / f"graph-{policy}.log"
-    listener = ReportListener()
+    listener = SpokenUser() if settings.spoken else ReportListener()
+    texts = [q.text for q in load_questions(settings.questions, settings.limit)]
     with open(log_path, "w") as log, Graph(settings.params_file, overrides, log=log) as graph:
         listener.graph = graph
         try:
-            # asr_node asks each question once the previous reply has ended (or timed out)
-            listener.wait_until_input_finished(settings.turn_timeout_s * settings.limit, progress)
+            if settings.spoken:
+                heard = listener.say_all([spoken_pcm(text) for text in texts], settings.turn_timeout_s, progress)
+            else:  # asr_node asks each question once the previous reply has ended (or timed out)
+                listener.wait_until_input_finished(settings.turn_timeout_s * settings.limit, progress)
         except GraphError as err:
             raise GraphError(f"policy {policy}: {err}; see {log_path}") from None
         finally:
             listener.close()
-    return with_replies(listener.reports, listener.responses)
+    reports = with_replies(listener.reports, listener.responses)
+    if settings.spoken:  # the last report of each utterance is its answer
+        return [reports[indices[-1]] if indices else None for indices in heard]
+    return reports_by_question(texts, reports)
+
+
+def spoken_pcm(text: str) -> bytes:
+    """`text` in Piper's voice as 16 kHz int16 (the same audio every run)."""
+    global _VOICE
+    if _VOICE is None:
+        _VOICE = PiperSynthesizer(reproducible=True)
+    speech = _VOICE.synthesize(text)
+    return to_pcm16k(speech.samples, speech.sample_rate)
+
+
+_VOICE = None
 
 
 def with_replies(reports: list[dict[str, str]], responses: list[str]) -> list[dict[str, str]]:
@@ -219,3 +295,19 @@ def run_demo(settings: DemoSettings) -> dict[str, list[dict[str, str]]]:
         rclpy.try_shutdown()
     (settings.out / "reports.json").write_text(json.dumps(reports, indent=2, ensure_ascii=False))
     return reports
+
+
+def heard_table(questions: list[str], answers: dict[str, list[dict[str, str] | None]]) -> str:
+    """What was said, what asr_node heard (its WER) and the answer, per utterance of the last policy."""
+    from .asr_quality import reference_words, word_errors
+
+    policy = list(answers)[-1]
+    lines, errors, words = [], 0, 0
+    for i, (said, report) in enumerate(zip(questions, answers[policy]), 1):
+        heard = report["transcript"] if report else ""
+        wrong = word_errors(reference_words(said), reference_words(heard))
+        errors, words = errors + wrong, words + len(reference_words(said))
+        lines += [f"{i:>3}  said:  {said}", f"     heard: {heard or '(nothing)'}   [{wrong} word errors]"]
+        lines.append(f"     -> {report['reply'] if report else '(no reply)'}")
+    lines.append(f"word error rate of what {policy}'s asr_node heard: {errors / words:.1%} ({errors} of {words} words)")
+    return "\n".join(lines)
