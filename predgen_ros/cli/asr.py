@@ -17,6 +17,7 @@ def register(sub) -> None:
     wer.add_argument(
         "--questions", type=Path, default=None, help="MT-Bench .jsonl or a text file of utterances (default: MT-Bench turn 1)"
     )
+    wer.add_argument("--bag", type=Path, default=None, help="hear a bag's audio/user instead (make-bag, far-field)")
     wer.add_argument("--limit", type=int, default=None, help="only the first N questions")
     wer.add_argument(
         "--backends",
@@ -64,7 +65,7 @@ def cmd_asr_wer(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from ..audio.tts import PiperSynthesizer
-    from ..eval.asr_offline import hear, table
+    from ..eval.asr_offline import bag_speech, hear, table
     from ..eval.make_bag import speak_questions
     from ..eval.questions import load_questions
 
@@ -73,8 +74,11 @@ def cmd_asr_wer(args: argparse.Namespace) -> int:
         raise SystemExit(
             f"predgen-ros asr-wer: error: unknown backend {unknown[0]!r} (choose from {', '.join(AUDIO_RECOGNIZERS)})"
         )
-    questions = load_questions(args.questions, args.limit)
-    audio, turns = speak_questions(questions, PiperSynthesizer(reproducible=True), args.gap, args.hesitations, args.seed)
+    if args.bag:
+        audio, turns = bag_speech(args.bag, args.limit)
+    else:
+        questions = load_questions(args.questions, args.limit)
+        audio, turns = speak_questions(questions, PiperSynthesizer(reproducible=True), args.gap, args.hesitations, args.seed)
     audio_s = len(audio) / 16000
     results = []
     for backend in args.backends:

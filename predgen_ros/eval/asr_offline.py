@@ -76,6 +76,23 @@ def hear(backend: str, audio: np.ndarray, turns, vad: str, endpoint_silence_s: f
     }
 
 
+def bag_speech(bag, limit: int | None = None):
+    """A bag's user audio as one array and its questions as SpokenTurns (times from the audio's start)."""
+    from .bags import question_markers, read_bag
+    from .far_field import audio_pieces
+    from .make_bag import SpokenTurn
+
+    messages = read_bag(bag, ["audio/user", "eval/turn"])
+    markers = question_markers(messages)[:limit]
+    audio, pieces = audio_pieces(messages)
+    t0_ns = audio[0].t_ns - int(len(pieces[0]) / SAMPLE_RATE * 1e9)  # a bag stamps a chunk at its end
+    turns = [SpokenTurn(m.qid, m.text, (m.t_start_ns - t0_ns) / 1e9, (m.t_end_ns - t0_ns) / 1e9) for m in markers]
+    stream = np.concatenate(pieces)
+    if limit and limit < len(question_markers(messages)):
+        stream = stream[: int((turns[-1].t_end + 2.0) * SAMPLE_RATE)]
+    return stream, turns
+
+
 def table(results: list[dict], audio_s: float) -> str:
     lines = [
         f"| recognizer | WER | errors / words | questions split | unheard | CPU s per audio s ({audio_s:.0f} s of audio) |",
