@@ -177,9 +177,9 @@ def user_speech_wav(tmp_path):
 class AsrNodeOnWav:
     """asr_node as a process playing `wav`, and an in-process rclpy node to talk to it."""
 
-    def __init__(self, wav, name):
+    def __init__(self, wav, name, *params):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "predgen_ros.nodes.asr_node", "--ros-args", "-p", f"asr.input:={wav}"],
+            [sys.executable, "-m", "predgen_ros.nodes.asr_node", "--ros-args", "-p", f"asr.input:={wav}", *params],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -224,6 +224,25 @@ def test_asr_node_streams_pocketsphinx_partials_and_finals(user_speech_wav):
     assert finals[0][1] >= 3, "several partials came before the first final"
     # asr.final_from_partial (default): the final is the last partial, the words PredGen already answered
     assert all(text == partials[seen - 1] for text, seen in finals), (finals, partials)
+
+
+def test_asr_node_hears_the_requests_word_for_word_with_whisper(user_speech_wav):
+    """The whisper backend in asr_node: partials grow towards the utterance, and each
+    final is the request as spoken (its words; Whisper adds capitals and punctuation)."""
+    from predgen_ros.eval.asr_quality import reference_words, word_errors
+
+    partials, finals = [], []
+    with AsrNodeOnWav(user_speech_wav, "test_whisper", "-p", "asr.backend:=whisper") as asr:
+        asr.node.create_subscription(String, "asr/partial", lambda m: partials.append(m.data), TEXT_QOS)
+        asr.node.create_subscription(String, "asr/final", lambda m: finals.append(m.data), TEXT_QOS)
+        asr.node.create_subscription(Header, "asr/speech_end", lambda m: None, TEXT_QOS)  # asr_node waits for all three
+        asr.spin_while(lambda: len(finals) < 2)
+    said = ["What is the capital of France?", "Tell me a joke about robots."]
+    assert len(finals) == 2, asr.output[-2000:]
+    for final, text in zip(finals, said):  # this voice's noise differs per run: a word may go astray
+        assert word_errors(reference_words(text), reference_words(final)) <= 1, (final, text)
+    first = partials[: partials.index(finals[0]) + 1]
+    assert len(first) >= 2 and len(first[0].split()) < len(first[-1].split())
 
 
 def test_asr_node_is_deaf_while_the_robot_speaks(user_speech_wav):

@@ -152,3 +152,25 @@ def test_loops_are_kept_once_and_agreement_is_the_common_prefix():
     assert without_loops("a very very good idea") == "a very very good idea"  # twice is speech
     assert agreed_prefix("What is the capitol", "What is the capital of France?") == "What is the"
     assert agreed_prefix("", "Hello") == ""
+
+
+class FailingOnce:
+    """The real transcriber, whose first call fails as CTranslate2 would."""
+
+    def __init__(self, transcriber):
+        self.transcriber = transcriber
+        self.failed = False
+
+    def transcribe(self, pcm: bytes, prompt: str = ""):
+        if not self.failed:
+            self.failed = True
+            raise RuntimeError("out of memory")
+        return self.transcriber.transcribe(pcm, prompt)
+
+
+def test_a_failed_transcription_loses_no_final(synth, transcriber):
+    text = "Please open the door."
+    recognizer = WhisperStreamingRecognizer(FailingOnce(transcriber))
+    events = stream(StreamingAsr(recognizer, endpoint_silence=0.5), SILENCE_1S + spoken(synth, text) + SILENCE_1S)
+    assert recognizer.failures == 1
+    assert [reference_words(e.text) for e in events if e.kind == "final"] == [reference_words(text)]

@@ -30,6 +30,8 @@ WINDOW_S = 30.0  # Whisper's window: longer audio is transcribed in pieces (whis
 MIN_WINDOW_S = 10.0
 TAIL_S = 2.0  # silence after the speech, so that Whisper hears the utterance end
 MAX_TOKENS_PER_S = 8.0  # fast speech is ~4 words (~5 tokens) a second
+MAX_LENGTH = 448  # Whisper's decoder positions: prompt and text together
+PROMPT_TOKENS = 223  # at most half of them for the words before the window (as Whisper was trained)
 NO_SPEECH_PROBABILITY = 0.6  # with AVG_LOGPROB_FLOOR: the window holds no speech
 AVG_LOGPROB_FLOOR = -1.0
 COMPUTE_TYPES = ("default", "auto", "int8", "int8_float32", "int8_float16", "int8_bfloat16", "float16", "bfloat16", "float32")
@@ -130,13 +132,13 @@ class WhisperTranscriber:
         features = self._features(padded)
         features = features[:, : features.shape[-1] - features.shape[-1] % 2]  # the encoder halves the frames
         tokenizer = self._tokenizer
-        previous = tokenizer.encode(" " + prompt.strip())[-(223):] if prompt.strip() else []
+        previous = tokenizer.encode(" " + prompt.strip())[-PROMPT_TOKENS:] if prompt.strip() else []
         sequence = ([tokenizer.sot_prev, *previous] if previous else []) + [*tokenizer.sot_sequence, tokenizer.no_timestamps]
         result = self._model.generate(
             ctranslate2.StorageView.from_array(np.ascontiguousarray(features[None])),
             [sequence],
             beam_size=self.settings.beam,
-            max_length=int(seconds * MAX_TOKENS_PER_S) + 8,
+            max_length=min(MAX_LENGTH, len(sequence) + int(seconds * MAX_TOKENS_PER_S) + 8),  # the prompt counts
             return_scores=True,
             return_no_speech_prob=True,
             suppress_blank=True,

@@ -25,6 +25,7 @@ their own, beside the 20 ms audio loop, the voice detector and the endpoint rule
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
@@ -43,6 +44,7 @@ CUT_RANGE_S = (8.0, 18.0)  # where in the uncommitted audio the cut may fall
 QUIET_WINDOW_S = 0.2
 PROMPT_CHARS = 200  # the committed words Whisper reads as its prompt
 BYTES_PER_S = 2 * SAMPLE_RATE
+log = logging.getLogger(__name__)
 VOICE_MARGIN_S = 0.1  # audio after the last voiced frame that a final still reads
 
 
@@ -80,6 +82,7 @@ class WhisperStreamingRecognizer:
         self.step_s = step_s
         self.lags: deque[float] = deque(maxlen=1000)  # s from an audio's arrival to its words
         self.calls: deque[float] = deque(maxlen=1000)  # s per transcription
+        self.failures = 0
         self._utterances: deque[_Utterance] = deque()
         self._arrival: list[tuple[int, float]] = []  # (open utterance's bytes, wall time they had arrived)
         self._condition = threading.Condition()
@@ -187,14 +190,19 @@ class WhisperStreamingRecognizer:
                 self._condition.notify_all()
 
     def _transcribe(self, pcm: bytes, prompt: str, utterance: _Utterance) -> tuple[str, str, int | None, float]:
-        """(committed head's text, the rest's text, the cut, seconds taken)."""
+        """(committed head's text, the rest's text, the cut, seconds taken).  A failed
+        call hears nothing and is logged: the thread, and every later final, live on."""
         cut = _quietest_cut(pcm) if len(pcm) > LONG_S * BYTES_PER_S else None
         started = time.monotonic()
-        head = ""
-        if cut is not None:
-            head = self.transcriber.transcribe(pcm[:cut], prompt).text
-            prompt = " ".join([*utterance.committed, head])[-PROMPT_CHARS:]
-        text = self.transcriber.transcribe(pcm[cut or 0 :], prompt).text
+        head = text = ""
+        try:
+            if cut is not None:
+                head = self.transcriber.transcribe(pcm[:cut], prompt).text
+                prompt = " ".join([*utterance.committed, head])[-PROMPT_CHARS:]
+            text = self.transcriber.transcribe(pcm[cut or 0 :], prompt).text
+        except (RuntimeError, ValueError) as err:  # CTranslate2 raises these
+            self.failures += 1
+            log.error("whisper: a transcription of %.1f s failed: %s", len(pcm) / BYTES_PER_S, err)
         return head, text, cut, time.monotonic() - started
 
     def _next_job(self) -> tuple[_Utterance, int, bool] | None:
