@@ -20,7 +20,8 @@ their own, beside the 20 ms audio loop, the voice detector and the endpoint rule
   duration, so the recognizer's lag stays bounded and leaves the LLM its core.
 - Over LONG_S of audio: the oldest part, cut at its quietest 0.2 s, is committed
   (transcribed once, its words kept) and the rest is transcribed with the
-  committed words as Whisper's prompt, so no utterance outgrows the 30 s window.
+  committed words as Whisper's prompt, so no utterance outgrows the 30 s window
+  and no call grows with the utterance.
 """
 
 from __future__ import annotations
@@ -39,8 +40,11 @@ from .whisper import WhisperTranscriber
 
 STEP_S = 0.3  # new audio that asks for a new partial
 LOAD_FACTOR = 2.0  # the next partial waits for this many times the last call's duration of new audio
-LONG_S = 20.0  # uncommitted audio beyond this is cut and committed
-CUT_RANGE_S = (8.0, 18.0)  # where in the uncommitted audio the cut may fall
+# Uncommitted audio beyond LONG_S is cut (at its quietest point inside CUT_RANGE_S) and
+# committed: every call then reads at most ~12 s, so it costs ~0.2 s, and the
+# transcription at the voice's end is ready within the endpoint's wait.
+LONG_S = 12.0
+CUT_RANGE_S = (4.0, 10.0)
 QUIET_WINDOW_S = 0.2
 PROMPT_CHARS = 200  # the committed words Whisper reads as its prompt
 BYTES_PER_S = 2 * SAMPLE_RATE
