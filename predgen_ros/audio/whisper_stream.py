@@ -81,9 +81,11 @@ def agreed_prefix(older: str, newer: str) -> str:
 class WhisperStreamingRecognizer:
     """The background recognizer audio/asr.StreamingAsr drives (see the module's text)."""
 
-    def __init__(self, transcriber: WhisperTranscriber, step_s: float = STEP_S):
+    def __init__(self, transcriber: WhisperTranscriber, step_s: float = STEP_S, agreement: bool = True):
+        """`agreement` False: publish every transcription whole (to measure what LocalAgreement-2 buys)."""
         self.transcriber = transcriber
         self.step_s = step_s
+        self.agreement = agreement
         self.lags: deque[float] = deque(maxlen=1000)  # s from an audio's arrival to its words
         self.calls: deque[float] = deque(maxlen=1000)  # s per transcription
         self.failures = 0
@@ -233,7 +235,7 @@ class WhisperStreamingRecognizer:
         utterance.hypotheses = [*utterance.hypotheses[-1:], text]
         if utterance.closed and upto >= len(utterance.audio):
             utterance.final = text
-        elif whole:
+        elif whole or not self.agreement:
             utterance.published = text  # all the audio up to the pause: the endpoint's words
         elif len(utterance.hypotheses) == 2:
             agreed = agreed_prefix(*utterance.hypotheses)

@@ -21,7 +21,7 @@ from ..audio.asr import StreamingAsr, make_vad
 from ..audio.pcm import AUDIO_CHUNK_MS, SAMPLE_RATE, chunks
 from ..audio.recognizers import make_recognizer
 from ..events import Heard
-from .asr_quality import reference_words, word_errors
+from .asr_quality import reference_words, revisions, word_errors
 
 
 @dataclass(frozen=True)
@@ -39,16 +39,33 @@ class HeardQuestion:
         return len(reference_words(self.text))
 
 
+def recognizer_for(backend: str):
+    """A registered recognizer, or `whisper-raw`: Whisper publishing every transcription
+    whole, without LocalAgreement-2 (what the agreement buys)."""
+    if backend != "whisper-raw":
+        return make_recognizer(backend)
+    from ..audio.whisper import WhisperTranscriber
+    from ..audio.whisper_stream import WhisperStreamingRecognizer
+
+    return WhisperStreamingRecognizer(WhisperTranscriber(), agreement=False)
+
+
 def hear(backend: str, audio: np.ndarray, turns, vad: str, endpoint_silence_s: float, progress=None) -> dict:
-    """One recognizer over the whole stream: per-question finals, WER and CPU cost."""
-    recognizer = make_recognizer(backend)
+    """One recognizer over the whole stream: per-question finals, WER, partials' revisions, CPU cost."""
+    recognizer = recognizer_for(backend)
     asr = StreamingAsr(recognizer, endpoint_silence=endpoint_silence_s, vad=make_vad(vad))
     finals: list[tuple[float, str]] = []  # (speech end, text)
+    partials: list[list[str]] = [[]]  # per utterance
     background = hasattr(recognizer, "idle")
     cpu = time.process_time()
     ends = [turn.t_end for turn in turns]
     for chunk in chunks(audio.tobytes(), AUDIO_CHUNK_MS / 1000):
-        finals += [(e.t_speech_end, e.text) for e in asr.feed(chunk) if e.kind is Heard.FINAL]
+        for e in asr.feed(chunk):
+            if e.kind is Heard.FINAL:
+                finals.append((e.t_speech_end, e.text))
+                partials.append([])
+            else:
+                partials[-1].append(e.text)
         if background:
             recognizer.idle()
         while ends and asr.stream_time >= ends[0]:
@@ -64,6 +81,8 @@ def hear(backend: str, audio: np.ndarray, turns, vad: str, endpoint_silence_s: f
         for turn, next_start in zip(turns, starts)
     ]
     errors, words = sum(q.errors for q in heard), sum(q.words for q in heard)
+    counts = [revisions(p) for p in partials if p]
+    updates, revised = sum(c for c, _ in counts), sum(r for _, r in counts)
     return {
         "backend": backend,
         "wer": errors / words,
@@ -72,6 +91,8 @@ def hear(backend: str, audio: np.ndarray, turns, vad: str, endpoint_silence_s: f
         "split_questions": sum(len(q.finals) > 1 for q in heard),
         "unheard_questions": sum(not q.finals for q in heard),
         "cpu_s_per_audio_s": cpu / (len(audio) / SAMPLE_RATE),
+        "partials_per_utterance": sum(map(len, partials)) / max(1, len(finals)),
+        "revision_rate": revised / updates if updates else 0.0,
         "questions": [{"qid": q.qid, "text": q.text, "heard": " / ".join(q.finals), "errors": q.errors} for q in heard],
     }
 
@@ -95,12 +116,13 @@ def bag_speech(bag, limit: int | None = None):
 
 def table(results: list[dict], audio_s: float) -> str:
     lines = [
-        f"| recognizer | WER | errors / words | questions split | unheard | CPU s per audio s ({audio_s:.0f} s of audio) |",
-        "|---|---:|---:|---:|---:|---:|",
+        f"| recognizer | WER | errors / words | questions split | unheard | partials per utterance | revised | CPU s per audio s ({audio_s:.0f} s of audio) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         lines.append(
             f"| {r['backend']} | {100 * r['wer']:.1f} % | {r['errors']} / {r['words']} | {r['split_questions']} "
-            f"| {r['unheard_questions']} | {r['cpu_s_per_audio_s']:.3f} |"
+            f"| {r['unheard_questions']} | {r['partials_per_utterance']:.1f} | {100 * r['revision_rate']:.0f} % "
+            f"| {r['cpu_s_per_audio_s']:.3f} |"
         )
     return "\n".join(lines)
