@@ -403,8 +403,23 @@ class AsrNode(ManagedNode):
                 "utterances": self.utterances,
                 "partials": self.partials,
                 "robot_speaking": self.robot_speaking,
+                **self._recognizer_load(),
             },
         )
+
+    def _recognizer_load(self) -> dict:
+        """A background recognizer's lag (audio in -> its words out) and call cost, p50/p90 (s)."""
+        recognizer = self.asr.recognizer if self.asr is not None else None
+        lags, calls = list(getattr(recognizer, "lags", ())), list(getattr(recognizer, "calls", ()))
+        if not lags:
+            return {}
+        pick = lambda values, q: round(float(np.quantile(values, q)), 3)  # noqa: E731
+        return {
+            "recognizer_lag_p50_s": pick(lags, 0.5),
+            "recognizer_lag_p90_s": pick(lags, 0.9),
+            "recognizer_call_p90_s": pick(calls, 0.9),
+            "recognizer_failures": recognizer.failures,
+        }
 
 
 def main(args: list[str] | None = None) -> int:
