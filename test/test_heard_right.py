@@ -42,3 +42,5 @@ def test_the_reference_is_the_greedy_baseline_answer_to_the_text(tiny_lm):
     first = reference_first_sentences(tiny_lm, config, texts)
     again = reference_first_sentences(tiny_lm, config, dict(reversed(texts.items())))
     assert first == again and all(first.values())  # no history: the order of the questions changes nothing
+    talk = reference_first_sentences(tiny_lm, config, texts, keep_history=True)
+    assert talk["a"] == first["a"]  # the first turn of the conversation has no history yet

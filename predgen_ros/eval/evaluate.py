@@ -62,7 +62,7 @@ def run_eval(settings: EvalSettings, progress=None) -> tuple[list[TurnRecord], d
     texts = {m.qid: m.text for m in markers}
     lm, config = scoring_model(settings)
     score_answers(records, texts, lm)
-    mark_heard_right(records, reference_first_sentences(lm, config, texts))
+    mark_heard_right(records, reference_first_sentences(lm, config, texts, settings.keep_history))
     summary = summarize(records, names)
     quality["heard"] = heard_summary(records, texts, names)
     quality["_by_duration"] = summarize_by_duration(records, names)

@@ -1,9 +1,11 @@
 """Answered as if heard right: what the recognizer's words cost the answers.
 
 A turn is answered as if heard right when its first sentence is the one the same
-model gives, with the same settings and no history, to the true text of the
-utterance (baseline's greedy reply: the exact verifier commits that reply to
-whatever words it was given).  Whatever the recognizer, the share says how many
+model gives, with the same settings, to the true text of the utterance (baseline's
+greedy reply: the exact verifier commits that reply to whatever words it was
+given).  In a conversation the reference is the text replay's: every earlier
+utterance heard right and answered by the model, so the history is what a perfect
+ear would have left.  Whatever the recognizer, the share says how many
 answers its mistakes left untouched; a recognizer that hears every word scores
 the share the graph itself scores on text (its near-ties aside).
 """
@@ -15,15 +17,17 @@ from dataclasses import replace
 from .asr_quality import reference_words, word_errors
 
 
-def reference_first_sentences(lm, config, texts: dict[str, str], progress=None) -> dict[str, str]:
-    """The first sentence the model answers to each text (qid -> sentence), without history."""
+def reference_first_sentences(lm, config, texts: dict[str, str], keep_history: bool = False, progress=None) -> dict[str, str]:
+    """The first sentence the model answers to each text (qid -> sentence), in order;
+    `keep_history`: one conversation (else each text alone)."""
     from ..engine.session import Session
     from .clock import VirtualClock
 
     session = Session(lm, replace(config, policy="baseline"), VirtualClock())
     sentences = {}
     for qid, text in texts.items():
-        session.reset([])
+        if not keep_history:
+            session.reset([])
         session.final(text, 0.0)
         session.end_of_turn(0.0)
         while session.has_work():
