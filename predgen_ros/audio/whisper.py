@@ -5,9 +5,9 @@ faster-whisper's own `transcribe` pads every window to 30 s, so a call costs the
 0.4 s on a 2-core CPU whatever the utterance's length.  Whisper's encoder reads a
 shorter window too, but with too little silence after the speech it stops predicting
 the end of the text and loops.  Measured on 60 Piper utterances (tiny.en, int8, one
-thread, docs/results/asr-whisper.md): a window of at least 10 s keeps the 30 s
-window's word error rate at about 40 % of its cost, so the window is the audio plus
-`TAIL_S`, at least `MIN_WINDOW_S`.
+thread, scripts/whisper_window.py, docs/results/asr-whisper.md): a 10 s window gives
+2.6 % WER at 0.07 s a call, the 30 s window 2.1 % at 0.32 s, a 5 s window 25 %; so
+the window is the audio plus `TAIL_S`, at least `MIN_WINDOW_S`.
 
 Guards: a window Whisper thinks holds no speech (a cough, a door) gives no words
 (its no-speech probability with a low average log-probability, faster-whisper's
