@@ -4,7 +4,7 @@
 Here, once:   .venv/bin/python scripts/cuda_check.py --prepare     (fills .cuda_carry/, ignored by git)
               .venv/bin/python scripts/cuda_check.py --dry-run     (the device calls, exactly)
 There:        python3 scripts/cuda_check.py --out $OUT/call2 --parts properties,passes,bench --models smollm2
-On the CPU:   .venv/bin/python scripts/cuda_check.py --out /tmp/cuda-check --device cpu --tiny
+On the CPU:   .venv/bin/python scripts/cuda_check.py --out cuda-check-out --device cpu --tiny
 Then here:    .venv/bin/python scripts/cuda_check.py --page docs/results/cuda.md --results DIR [DIR ...]
 """
 
@@ -19,8 +19,8 @@ sys.path.insert(0, str(ROOT))  # the device has the repository, not the installe
 
 CALL_TIMEOUT_S = {"call1": 240, "call2": 480}
 INSTALL = (
-    "python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "
-    ".cuda_carry/wheels/*.whl && export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 && "
+    "python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target .cuda_site "
+    ".cuda_carry/wheels/*.whl && export PYTHONPATH=$PWD/.cuda_site PYTHONUNBUFFERED=1 && "
 )
 
 
