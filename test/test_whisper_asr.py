@@ -11,7 +11,7 @@ from predgen_ros.audio.asr import StreamingAsr
 from predgen_ros.audio.pcm import AsrError, chunks, to_pcm16k
 from predgen_ros.audio.recognizers import make_recognizer
 from predgen_ros.audio.tts import PiperSynthesizer
-from predgen_ros.audio.whisper import WhisperSettings, WhisperTranscriber, without_loops
+from predgen_ros.audio.whisper import WhisperSettings, WhisperTranscriber, without_doubling, without_loops
 from predgen_ros.audio.whisper_stream import WhisperStreamingRecognizer, agreed_prefix
 from predgen_ros.eval.asr_quality import reference_words
 from predgen_ros.eval.interruption_bag import burst
@@ -150,6 +150,10 @@ def test_loops_are_kept_once_and_agreement_is_the_common_prefix():
     assert without_loops("Thank you. Thank you. Thank you. Thank you.") == "Thank you."
     assert without_loops("go go go now") == "go now"
     assert without_loops("a very very good idea") == "a very very good idea"  # twice is speech
+    assert without_doubling("Where did I leave my keys? Where did I leave") == "Where did I leave my keys?"
+    assert without_doubling("Thanks, is it going to rain? Thanks, is it going to rain?") == "Thanks, is it going to rain?"
+    assert without_doubling("Stop. Stop.") == "Stop. Stop."  # too short to call a doubling
+    assert without_doubling("Where is it? Where is the key?") == "Where is it? Where is the key?"
     assert agreed_prefix("What is the capitol", "What is the capital of France?") == "What is the"
     assert agreed_prefix("", "Hello") == ""
 

@@ -11,8 +11,10 @@ the window is the audio plus `TAIL_S`, at least `MIN_WINDOW_S`.
 
 Guards: a window Whisper thinks holds no speech (a cough, a door) gives no words
 (its no-speech probability with a low average log-probability, faster-whisper's
-rule), the tokens are capped at a rate no speaker reaches, and a phrase repeated
-three times or more in a row is kept once (Whisper's loops on noise and silence).
+rule), the tokens are capped at a rate no speaker reaches, a phrase repeated
+three times or more in a row is kept once (Whisper's loops on noise and silence), and
+a short utterance that Whisper writes twice over ("Where did I leave my keys? Where
+did I leave") is kept once (seen in a 10 s window, not in 15 s or more).
 """
 
 from __future__ import annotations
@@ -145,7 +147,7 @@ class WhisperTranscriber:
         )[0]
         tokens = [t for t in result.sequences_ids[0] if t < tokenizer.eot]
         avg_logprob = result.scores[0] if result.scores else 0.0
-        text = without_loops(tokenizer.decode(tokens))
+        text = without_doubling(without_loops(tokenizer.decode(tokens)))
         if result.no_speech_prob > NO_SPEECH_PROBABILITY and avg_logprob < AVG_LOGPROB_FLOOR:
             text = ""
         return Transcript(" ".join(text.split()), result.no_speech_prob, avg_logprob)
@@ -168,6 +170,18 @@ def without_loops(text: str, repeats: int = 3) -> str:
                 del words[i + size : i + run * size]
             i += 1
     return " ".join(words)
+
+
+def without_doubling(text: str, min_words: int = 3) -> str:
+    """`text` without a second copy of its own opening after a sentence's end, when that
+    copy (at least `min_words` long, possibly cut short) runs to the end of the text."""
+    words = text.split()
+    plain = [_plain(w) for w in words]
+    for end in range(1, len(words)):
+        rest = plain[end:]
+        if words[end - 1][-1] in ".?!" and len(rest) >= min_words and rest == plain[: len(rest)]:
+            return " ".join(words[:end])
+    return text
 
 
 def _plain(word: str) -> str:
