@@ -32,7 +32,7 @@ RECOGNIZERS = {
     "vosk": RecognizerKind(True, "vosk (Kaldi), the model folder asr.vosk.model_path"),
     "text": RecognizerKind(False, "no audio: a simulated user speaking the texts of asr.text.source"),
 }
-DEFAULT_RECOGNIZER = "pocketsphinx"  # whisper once measured through the graph (issue 45)
+DEFAULT_RECOGNIZER = "whisper"  # hears 3x fewer words wrong, answers sooner (docs/results/asr-whisper.md)
 AUDIO_RECOGNIZERS = tuple(name for name, kind in RECOGNIZERS.items() if kind.hears_audio)
 
 
