@@ -89,7 +89,12 @@ class LivePlayer(Player):
     """Plays the bag's audio to asr_node and records its finals beside the graph's answers."""
 
     replayed = ("audio/user",)
-    recorded_topics = {**GRAPH_TOPICS, "asr/final": USER_TOPICS["asr/final"], "asr/speech_end": USER_TOPICS["asr/speech_end"]}
+    recorded_topics = {
+        **GRAPH_TOPICS,
+        "asr/final": USER_TOPICS["asr/final"],
+        "asr/speech_end": USER_TOPICS["asr/speech_end"],
+        "/diagnostics": "diagnostic_msgs/msg/DiagnosticArray",  # asr_node's recognizer lag
+    }
 
     def _speech_ends(self) -> list[int]:
         return [msg.stamp.sec * 1_000_000_000 + msg.stamp.nanosec for topic, _, msg in self.recorded if topic == "asr/speech_end"]
@@ -110,7 +115,19 @@ class LivePlayer(Player):
             start, closing = marker.t_start_ns + shift_ns, marker.t_end_ns + shift_ns - int(CLOSING_TOLERANCE_S * 1e9)
             record.early_finals = sum(start <= t < closing for t in ends)
             record.heard = " ".join(text for t, text in zip(ends, finals) if starts[i] <= t < starts[i + 1])
+            record.recognizer_lag_p90_s = self._recognizer_lag_p90(before_ns=starts[i + 1])
         return records
+
+    def _recognizer_lag_p90(self, before_ns: float) -> float | None:
+        """asr_node's last reported recognizer lag p90 received before `before_ns` (None:
+        a recognizer in the audio loop reports none)."""
+        lag = None
+        for topic, received_ns, msg in self.recorded:
+            if topic == "/diagnostics" and received_ns < before_ns:
+                for status in msg.status:
+                    if status.name.endswith("asr_node"):
+                        lag = next((float(v.value) for v in status.values if v.key == "recognizer_lag_p90_s"), lag)
+        return lag
 
 
 def endpoint_summary(records: list[TurnRecord], summary: dict, runs: list[GraphRun]) -> dict:
@@ -124,6 +141,7 @@ def endpoint_summary(records: list[TurnRecord], summary: dict, runs: list[GraphR
         rows = [r for r in records if r.policy == run.name]
         cut = [r.qid for r in rows if r.early_finals]
         latencies = [r.audio_latency_s for r in rows if r.answered]
+        lags = [r.recognizer_lag_p90_s for r in rows if r.recognizer_lag_p90_s is not None]
         result[run.name if several else run.name.split("@", 1)[1]] = {
             "run": run.name,
             "questions": len(rows),
@@ -132,6 +150,8 @@ def endpoint_summary(records: list[TurnRecord], summary: dict, runs: list[GraphR
             "audio_latency_p90_s": percentile(latencies, 0.9),
             "false_endpoint_rate": len(cut) / len(rows) if rows else None,
             "cut_off": cut,
+            "without_final": [r.qid for r in rows if not r.heard],  # a final lost, or merged into the next question's
+            "recognizer_lag_p90_s_max": max(lags) if lags else None,  # the worst p90 asr_node reported during the run
             "baseline_audio_latency_p50_s": baseline,
             "speedup_vs_baseline_p50": summary[run.name]["speedup_vs_baseline_p50"],
         }

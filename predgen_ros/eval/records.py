@@ -44,6 +44,7 @@ class TurnRecord:
     no_reply: str = ""  # why the question got no reply; "" when it was answered
     early_finals: int | None = None  # eval --endpoint-policies: finals that cut the question off before its speech ended
     heard: str | None = None  # live ASR: the finals asr_node heard of the question, joined
+    recognizer_lag_p90_s: float | None = None  # live ASR: asr_node's recognizer lag p90 as it reported it after the question
     heard_right: bool | None = None  # its first sentence is the model's answer to the question's true text (heard_right.py)
     reply: str = ""  # the whole reply (the first sentence where generation stops there)
     first_sentence_ids: list[int] = field(default_factory=list, repr=False)

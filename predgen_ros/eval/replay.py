@@ -94,27 +94,28 @@ class Player(GraphProbe):
         self.reset_request = Trigger.Request()
         self.recorded: list[tuple[str, int, object]] = []
         self._last_final_ns: int | None = None
-        for topic, msgtype in self.recorded_topics.items():
+        self.recorders = [
             self.node.create_subscription(
                 types[msgtype], topic, lambda msg, topic=topic: self.recorded.append((topic, time.time_ns(), msg)), TEXT_QOS
             )
+            for topic, msgtype in self.recorded_topics.items()
+        ]
 
     def wait_for_graph(self, graph: Graph, timeout: float = 180.0) -> None:
         self.graph = graph
-        # matched writers, not just discovered nodes: a final sent before predgen_node's
-        # reader matched would be lost, and with it a question
+        # matched both ways, not just discovered nodes: a final sent before predgen_node's
+        # reader matched would be lost, and with it a question; a report sent before ours
+        # matched would be missing from the record
         self.spin_until(
             lambda: (
                 all(p.get_subscription_count() > 0 for p in self.publishers.values())
+                and all(r.get_publisher_count() > 0 for r in self.recorders)
                 and self.node.count_subscribers("asr/final") > 0
-                and self.node.count_publishers("robot_speaking") > 0
-                and self.node.count_publishers("predgen/latency") > 0
                 and self.reset.service_is_ready()
             ),
             timeout,
             "the graph to come up",
         )
-        self.spin_for(0.5)  # discovery settles both ways
 
     def play(
         self,
