@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    from ..audio.pcm import AsrError
     from ..audio.tts import VoiceError
     from ..eval.bags import BagError
     from ..eval.questions import QuestionError
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return args.run(args)
-    except (ModelError, VoiceError, QuestionError, ConfigError, GraphError, BagError) as err:
+    except (ModelError, VoiceError, QuestionError, ConfigError, GraphError, BagError, AsrError) as err:
         print(f"predgen-ros {args.command}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -30,6 +30,10 @@ def register(sub) -> None:
     wer.add_argument("--gap", type=float, default=3.0, help="silence before each question, s (default 3)")
     wer.add_argument("--vad", default="silero", help="voice activity detector: webrtc or silero (default silero)")
     wer.add_argument("--endpoint-silence", type=float, default=ENDPOINT_SILENCE_S, help="fixed endpoint, s")
+    wer.add_argument(
+        "--whisper-model", default="", help="a CTranslate2 Whisper folder for the whisper backends (default: the embedded tiny.en)"
+    )
+    wer.add_argument("--whisper-beam", type=int, default=1, help="the whisper backends' beam size (default 1)")
     wer.add_argument("--out", type=Path, default=None, help="folder for summary.json (each question's words as heard)")
     wer.set_defaults(run=cmd_asr_wer)
 
@@ -65,6 +69,7 @@ def cmd_asr_wer(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from ..audio.tts import PiperSynthesizer
+    from ..audio.whisper import WhisperSettings
     from ..eval.asr_offline import bag_speech, hear, table
     from ..eval.make_bag import speak_questions
     from ..eval.questions import load_questions
@@ -79,10 +84,11 @@ def cmd_asr_wer(args: argparse.Namespace) -> int:
         questions = load_questions(args.questions, args.limit)
         audio, turns = speak_questions(questions, PiperSynthesizer(reproducible=True), args.gap, args.hesitations, args.seed)
     audio_s = len(audio) / 16000
+    whisper = WhisperSettings(model_path=args.whisper_model, beam=args.whisper_beam)
     results = []
     for backend in args.backends:
         with tqdm(total=len(turns), desc=backend, unit="question") as bar:
-            results.append(hear(backend, audio, turns, args.vad, args.endpoint_silence, progress=bar.update))
+            results.append(hear(backend, audio, turns, args.vad, args.endpoint_silence, bar.update, whisper))
     print(table(results, audio_s))
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)

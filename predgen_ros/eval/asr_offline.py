@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..audio.asr import StreamingAsr, make_vad
+from ..audio.asr import BackgroundRecognizer, StreamingAsr, make_vad
 from ..audio.pcm import AUDIO_CHUNK_MS, SAMPLE_RATE, chunks
 from ..audio.recognizers import make_recognizer
+from ..audio.whisper import WhisperSettings
 from ..events import Heard
 from .asr_quality import reference_words, revisions, word_errors
 
@@ -39,24 +40,33 @@ class HeardQuestion:
         return len(reference_words(self.text))
 
 
-def recognizer_for(backend: str):
+def recognizer_for(backend: str, whisper: WhisperSettings | None = None):
     """A registered recognizer, or `whisper-raw`: Whisper publishing every transcription
     whole, without LocalAgreement-2 (what the agreement buys)."""
     if backend != "whisper-raw":
-        return make_recognizer(backend)
+        return make_recognizer(backend, whisper=whisper)
     from ..audio.whisper import WhisperTranscriber
     from ..audio.whisper_stream import WhisperStreamingRecognizer
 
-    return WhisperStreamingRecognizer(WhisperTranscriber(), agreement=False)
+    return WhisperStreamingRecognizer(WhisperTranscriber(whisper), agreement=False)
 
 
-def hear(backend: str, audio: np.ndarray, turns, vad: str, endpoint_silence_s: float, progress=None) -> dict:
-    """One recognizer over the whole stream: per-question finals, WER, partials' revisions, CPU cost."""
-    recognizer = recognizer_for(backend)
+def hear(
+    backend: str,
+    audio: np.ndarray,
+    turns,
+    vad: str,
+    endpoint_silence_s: float,
+    progress=None,
+    whisper: WhisperSettings | None = None,
+) -> dict:
+    """One recognizer over the whole stream: per-question finals, WER, partials' revisions,
+    CPU cost; `whisper`: the Whisper backends' settings (model, beam)."""
+    recognizer = recognizer_for(backend, whisper)
     asr = StreamingAsr(recognizer, endpoint_silence=endpoint_silence_s, vad=make_vad(vad))
     finals: list[tuple[float, str]] = []  # (speech end, text)
     partials: list[list[str]] = [[]]  # per utterance
-    background = hasattr(recognizer, "idle")
+    background = isinstance(recognizer, BackgroundRecognizer)
     cpu = time.process_time()
     ends = [turn.t_end for turn in turns]
     for chunk in chunks(audio.tobytes(), AUDIO_CHUNK_MS / 1000):
