@@ -18,16 +18,19 @@ def test_the_soak_mixes_awkward_utterances_into_the_questions():
 
 
 @pytest.mark.graph
+@pytest.mark.e2e  # the nodes load the real models
 def test_a_short_soak_answers_every_turn_and_survives_every_fault(tmp_path):
     settings = StressSettings(default_params_file(), tmp_path, turns=8, rss_from_turn=3, turn_timeout_s=60)
     result = run_stress(settings)
     assert (result.sent, result.answered, result.crashes, result.stuck) == (8, 8, 0, 0), result
     assert result.faults == {name: "ok" for name in FAULTS}
-    assert set(result.rss_mb) == {"asr_node", "predgen_node", "tts_node"}
-    assert all(len(samples) == 8 for samples in result.rss_mb.values())
-    assert set(result.growth_by_node_mb) == {"asr_node", "predgen_node", "tts_node"}
-    assert result.rss_growth_mb == max(result.growth_by_node_mb.values())
+    assert [answered for answered, _ in result.rss_samples][-1] == 8  # sampled up to the last answer
+    assert all(set(sample) == {"asr_node", "predgen_node", "tts_node"} for _, sample in result.rss_samples)
+    assert set(result.growth_by_node_mb) == set(result.late_growth_by_node_mb) == {"asr_node", "predgen_node", "tts_node"}
+    assert result.rss_growth_mb == sum(result.growth_by_node_mb.values())
+    rows = (tmp_path / "rss.csv").read_text().splitlines()
+    assert rows[0] == "answered,asr_node,predgen_node,tts_node" and rows[-1].startswith("8,")
     assert re.fullmatch(
-        r"stress: sent=8 answered=8 faults=3 crashes=0 stuck=0 max_rss_mb=\d+\.\d rss_growth_mb=-?\d+\.\d", result.line()
+        r"stress: sent=8 answered=8 faults=3 crashes=0 stuck=0 max_rss_mb=\d+\.\d rss_growth_mb=-?\d+\.\d late_growth_mb=-?\d+\.\d", result.line()
     )
     assert result.passed

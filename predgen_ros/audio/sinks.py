@@ -43,14 +43,16 @@ class WavSink(NullSink):
         except OSError as err:
             raise SinkError(f"tts.wav_dir: cannot create {self.folder} ({err.strerror})") from None
         self._file: wave.Wave_write | None = None
+        self._raw = None  # the open file under _file
         self.written: list[Path] = []
 
     def begin(self, name: str, sample_rate: int) -> None:
         path = self.folder / f"{name}.wav"
         try:
-            self._file = wave.open(str(path), "wb")  # noqa: SIM115 (open across write() calls; end() closes it)
-        except OSError as err:
+            raw = open(path, "wb")  # noqa: SIM115 (open across write() calls; end() closes it)
+        except OSError as err:  # opened here, not by wave.open, whose half-made writer fails again in __del__
             raise SinkError(f"cannot write {path} ({err.strerror})") from None
+        self._raw, self._file = raw, wave.open(raw, "wb")
         self._file.setnchannels(1)
         self._file.setsampwidth(2)
         self._file.setframerate(sample_rate)
@@ -61,8 +63,9 @@ class WavSink(NullSink):
 
     def end(self) -> None:
         if self._file is not None:
-            self._file.close()
-            self._file = None
+            self._file.close()  # writes the header; the file object stays ours to close
+            self._raw.close()
+            self._file = self._raw = None
 
 
 class CallbackSink(NullSink):

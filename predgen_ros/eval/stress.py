@@ -15,9 +15,13 @@ Faults, each with an asserted outcome:
   bad_paths      a missing model, voice or vosk model: the node exits non-zero with
                  one line naming the parameter and the path
 
-The last line printed is
-  stress: sent=N answered=N faults=N crashes=N stuck=N max_rss_mb=X rss_growth_mb=Y
-(rss over the nodes; growth between answer `rss_from_turn` and the last answer).
+Memory: every node's resident set is sampled at each answer.  Two lines say how much
+each node grew from answer `rss_from_turn` to the last, and over the soak's second
+half (a robot that talks all day must plateau: the second half's growth is the one to
+watch); the last line printed is
+  stress: sent=N answered=N faults=N crashes=N stuck=N max_rss_mb=X rss_growth_mb=Y late_growth_mb=Z
+(Y: the nodes' total growth from answer `rss_from_turn`; Z: their total over the second half),
+and `<out>/rss.csv` holds every sample.
 """
 
 from __future__ import annotations
@@ -53,7 +57,11 @@ class StressSettings:
     rss_from_turn: int = 50
     turn_timeout_s: float = 30.0
     restart_timeout_s: float = 120.0
-    soak_limit_s: float = 2700.0  # the soak stops here whatever happens (300 turns take about 10 min)
+    soak_limit_s: float | None = None  # the soak stops here whatever happens; None: 9 s a turn, at least 10 min
+
+    def __post_init__(self):
+        if self.soak_limit_s is None:
+            self.soak_limit_s = max(600.0, 9.0 * self.turns)  # 300 turns take about 10 min
 
 
 @dataclass
@@ -63,16 +71,29 @@ class StressResult:
     crashes: int = 0
     stuck: int = 0
     faults: dict[str, str] = field(default_factory=dict)  # scenario -> "ok" or what went wrong
-    rss_mb: dict[str, list[float]] = field(default_factory=dict)
-    growth_by_node_mb: dict[str, float] = field(default_factory=dict)
+    rss_samples: list[tuple[int, dict[str, float]]] = field(default_factory=list)  # (answers so far, node -> MB)
+    growth_by_node_mb: dict[str, float] = field(default_factory=dict)  # from answer rss_from_turn to the last
+    late_growth_by_node_mb: dict[str, float] = field(default_factory=dict)  # over the soak's second half
 
     @property
     def rss_growth_mb(self) -> float:
-        return max(self.growth_by_node_mb.values(), default=0.0)
+        return sum(self.growth_by_node_mb.values())
+
+    @property
+    def late_growth_mb(self) -> float:
+        return sum(self.late_growth_by_node_mb.values())
 
     @property
     def max_rss_mb(self) -> float:
-        return max((max(v) for v in self.rss_mb.values() if v), default=0.0)
+        return max((mb for _, sample in self.rss_samples for mb in sample.values()), default=0.0)
+
+    def growth_from(self, answer: int) -> dict[str, float]:
+        """Each node's growth from its first sample at or after `answer` to its last sample (MB)."""
+        start = next((sample for n, sample in self.rss_samples if n >= answer), None)
+        if start is None:
+            return {}
+        end = self.rss_samples[-1][1]
+        return {node: end[node] - start[node] for node in end if node in start}
 
     @property
     def passed(self) -> bool:
@@ -81,7 +102,8 @@ class StressResult:
     def line(self) -> str:
         return (
             f"stress: sent={self.sent} answered={self.answered} faults={len(self.faults)} crashes={self.crashes} "
-            f"stuck={self.stuck} max_rss_mb={self.max_rss_mb:.1f} rss_growth_mb={self.rss_growth_mb:.1f}"
+            f"stuck={self.stuck} max_rss_mb={self.max_rss_mb:.1f} rss_growth_mb={self.rss_growth_mb:.1f} "
+            f"late_growth_mb={self.late_growth_mb:.1f}"
         )
 
 
@@ -148,6 +170,14 @@ class Monitor(GraphProbe):
         return True
 
 
+def write_rss(path: Path, samples: list[tuple[int, dict[str, float]]]) -> None:
+    """One row per sample: the answers so far, then each node's resident memory (MB)."""
+    nodes = sorted({node for _, sample in samples for node in sample})
+    rows = [",".join(["answered", *nodes])]
+    rows += [",".join([str(n), *(f"{sample.get(node, float('nan')):.1f}" for node in nodes)]) for n, sample in samples]
+    path.write_text("\n".join(rows) + "\n")
+
+
 def node_rss_mb(graph: Graph) -> dict[str, float]:
     import psutil
 
@@ -163,7 +193,6 @@ def node_rss_mb(graph: Graph) -> dict[str, float]:
 def soak(graph: Graph, monitor: Monitor, settings: StressSettings, result: StressResult, progress=None) -> None:
     """Wait while asr_node speaks every utterance; respawn crashed nodes; sample memory.
     `sent` is asr_node's own count of the finals it published (its diagnostics)."""
-    baseline_rss: dict[str, float] = {}
     last_change = time.time()
     give_up = time.time() + settings.soak_limit_s
     while True:
@@ -171,11 +200,7 @@ def soak(graph: Graph, monitor: Monitor, settings: StressSettings, result: Stres
         sent = int(monitor.value("asr_node", "utterances", "0"))
         answered = len(monitor.responses)
         if answered > result.answered:
-            sample = node_rss_mb(graph)
-            for node, mb in sample.items():
-                result.rss_mb.setdefault(node, []).append(mb)
-            if result.answered < settings.rss_from_turn <= answered:
-                baseline_rss = sample
+            result.rss_samples.append((answered, node_rss_mb(graph)))
             if progress:
                 progress(answered - result.answered)
         if (sent, answered) != (result.sent, result.answered):
@@ -197,15 +222,16 @@ def soak(graph: Graph, monitor: Monitor, settings: StressSettings, result: Stres
                 f"stress: the soak stopped at {result.answered} answers of {result.sent} utterances", file=sys.stderr, flush=True
             )
             break
-    final_rss = node_rss_mb(graph)
-    result.growth_by_node_mb = {n: final_rss[n] - baseline_rss[n] for n in final_rss if n in baseline_rss}
-    print(
-        "stress: rss growth from answer {}: {}".format(
-            settings.rss_from_turn, ", ".join(f"{n} {mb:+.1f} MB" for n, mb in result.growth_by_node_mb.items())
-        ),
-        file=sys.stderr,
-        flush=True,
-    )
+    result.rss_samples.append((result.answered, node_rss_mb(graph)))
+    write_rss(settings.out / "rss.csv", result.rss_samples)
+    result.growth_by_node_mb = result.growth_from(settings.rss_from_turn)
+    result.late_growth_by_node_mb = result.growth_from(result.answered // 2)
+    for label, growth in (
+        (f"from answer {settings.rss_from_turn}", result.growth_by_node_mb),
+        (f"over the second half (from answer {result.answered // 2})", result.late_growth_by_node_mb),
+    ):
+        nodes = ", ".join(f"{n} {mb:+.1f} MB" for n, mb in growth.items())
+        print(f"stress: rss growth {label}: {nodes}", file=sys.stderr, flush=True)
 
 
 def fault_predgen_kill(graph: Graph, monitor: Monitor, settings: StressSettings) -> str:

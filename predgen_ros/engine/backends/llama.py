@@ -23,7 +23,12 @@ import numpy as np
 
 from ..config import ModelError
 
-N_BATCH = 512  # tokens per llama_decode call (llama.cpp's default)
+# Tokens per llama_decode call.  Every position asks for logits, and a context keeps an
+# output buffer for the most rows one call asked for: 512 (llama.cpp's default) grew each
+# context by ~170 MB once a prompt reached 512 tokens (the stress soak's predgen_node,
+# +75 MB after turn 50); 128 keeps it at ~26 MB, reached on the first turn, at the same
+# prompt speed (1.37 s per 1,000 tokens either way, one thread, docs/results/stress.md).
+N_BATCH = 128
 N_CTX = 4096  # tokens per context: prompts stay under generation.history_tokens (1024) plus the reply
 
 _LOG_LEVEL_ERROR = 4  # ggml_log_level: messages below it are dropped
