@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from predgen_ros.eval.asr_quality import asr_quality, reference_words, revisions, word_errors
-from predgen_ros.eval.bags import read_bag, split_by_question
+from predgen_ros.eval.bags import BagError, read_bag, split_by_question
 from predgen_ros.eval.evaluate import run_eval
 from predgen_ros.eval.records import TurnRecord, summarize
 from predgen_ros.eval.replay import EvalSettings, load_replay, question_records
@@ -78,6 +78,7 @@ def test_a_limit_keeps_the_first_questions_only():
 
 
 @pytest.mark.graph
+@pytest.mark.e2e  # the nodes load the real models
 def test_replaying_the_sample_bag_reports_every_turn_of_every_policy(tmp_path):
     policies = ("baseline", "preemptive", "predgen")
     settings = EvalSettings(SAMPLE, tmp_path, default_params_file(), policies, {"generation.max_new_tokens": 0})
@@ -97,6 +98,14 @@ def test_replaying_the_sample_bag_reports_every_turn_of_every_policy(tmp_path):
     for policy in policies:
         recorded = read_bag(tmp_path / f"recorded_{policy}", ["predgen/latency", "tts/first_audio"])
         assert sum(m.topic == "predgen/latency" for m in recorded) == 3
+
+
+def test_an_existing_recording_is_refused_before_any_run(tmp_path):
+    (tmp_path / "recorded_predgen").mkdir()
+    settings = EvalSettings(SAMPLE, tmp_path, default_params_file(), ("predgen",), {})
+    with pytest.raises(BagError, match=r"recorded_predgen already exists: remove it, choose another --out, or --resume"):
+        run_eval(settings)
+    assert not (tmp_path / "runs").exists()  # nothing started
 
 
 def test_each_question_is_replayed_with_its_own_messages():

@@ -14,9 +14,16 @@ from dataclasses import asdict
 
 from ..engine.params import ENGINE_PARAMS
 from .asr_quality import asr_quality
+from .bags import BagError
 from .conversation import score_answers
 from .endpoints import format_endpoint_table
-from .heard_right import format_heard_table, heard_summary, mark_heard_right, reference_first_sentences
+from .heard_right import (
+    format_heard_table,
+    heard_summary,
+    in_context_first_sentences,
+    mark_heard_right,
+    reference_first_sentences,
+)
 from .live_asr import endpoint_summary, live_asr_runs, load_audio_replay
 from .phases import TurnPhases, format_phase_table, phase_summary, plot_phases
 from .records import TurnRecord, mark_matches, summarize, summarize_by_duration
@@ -43,6 +50,10 @@ def run_eval(settings: EvalSettings, progress=None) -> tuple[list[TurnRecord], d
     if live:
         messages = load_audio_replay(settings.bag, settings.limit, settings.audio_chunk_ms)
     runs = graph_runs(settings)
+    for run in runs:  # said now, not after the run that would have written over it
+        kept, recorded = settings.out / "runs" / f"{run.name}.json", settings.out / f"recorded_{run.name}"
+        if recorded.exists() and not (settings.resume and kept.is_file()):
+            raise BagError(f"{recorded} already exists: remove it, choose another --out, or --resume")
     (settings.out / "runs").mkdir(parents=True, exist_ok=True)
     records: list[TurnRecord] = []
     rclpy.init()
@@ -62,7 +73,8 @@ def run_eval(settings: EvalSettings, progress=None) -> tuple[list[TurnRecord], d
     texts = {m.qid: m.text for m in markers}
     lm, config = scoring_model(settings)
     score_answers(records, texts, lm)
-    mark_heard_right(records, reference_first_sentences(lm, config, texts, settings.keep_history))
+    in_context = in_context_first_sentences(lm, config, records, texts) if settings.keep_history else None
+    mark_heard_right(records, reference_first_sentences(lm, config, texts, settings.keep_history), in_context)
     summary = summarize(records, names)
     quality["heard"] = heard_summary(records, texts, names)
     quality["_by_duration"] = summarize_by_duration(records, names)
@@ -117,7 +129,8 @@ def markdown_report(summary: dict, quality: dict, records: list[TurnRecord], set
         f"- ASR word error rate of the bag's recorded finals against the question text: {quality['wer']:.1%}",
         "",
         "What the words cost (`eval/heard_right.py`: answered as if heard right = the first sentence is the one the "
-        "model gives to the question's true text; the WER is of the finals each run's asr_node heard, live ASR only):",
+        "model gives to the question's true text, after the text replay's history in a conversation; in context = "
+        "after the history the run itself had; the WER is of the finals each run's asr_node heard, live ASR only):",
         "",
         format_heard_table(quality["heard"]),
         "- repeat: share of answers whose first six words repeat an earlier answer's in this run; start: share that "

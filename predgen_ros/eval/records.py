@@ -46,6 +46,7 @@ class TurnRecord:
     heard: str | None = None  # live ASR: the finals asr_node heard of the question, joined
     recognizer_lag_p90_s: float | None = None  # live ASR: asr_node's recognizer lag p90 as it reported it after the question
     heard_right: bool | None = None  # its first sentence is the model's answer to the question's true text (heard_right.py)
+    heard_right_in_context: bool | None = None  # ... to the true text after this run's own history (conversations)
     reply: str = ""  # the whole reply (the first sentence where generation stops there)
     first_sentence_ids: list[int] = field(default_factory=list, repr=False)
     prompt_ids: list[int] = field(default_factory=list, repr=False)
