@@ -17,7 +17,7 @@ LLAMA_CPP_VERSION := 0.3.36
 LLAMA_CPP := llama-cpp-python==$(LLAMA_CPP_VERSION)
 CMAKE_ARGS ?= -DGGML_NATIVE=ON -DLLAVA_BUILD=OFF
 
-.PHONY: venv demo test test-fast lint stress clean
+.PHONY: venv demo test test-fast timing lint stress clean
 
 venv: $(VENV)/.installed
 
@@ -41,11 +41,15 @@ demo: venv
 	ROS_DOMAIN_ID=$(DEMO_DOMAIN_ID) $(VENV)/bin/predgen-ros demo --limit 8 --out demo-out
 
 test: venv
-	$(PY) -m pytest -q test
+	$(PY) -m pytest -q -m "not timing" test
 
 # the engine and unit tier: no ROS nodes, no full-size model, no command run (under a minute)
 test-fast: venv
-	$(PY) -m pytest -q -m "not graph and not e2e" test
+	$(PY) -m pytest -q -m "not graph and not e2e and not timing" test
+
+# the few checks of a wall-clock bound (a barge-in's stop within a chunk): on a quiet machine, not in CI
+timing: venv
+	$(PY) -m pytest -q -m timing test
 
 # the linter is a workbench tool, installed on first use rather than with the package
 lint: venv

@@ -61,6 +61,7 @@ def test_a_path_with_a_quote_reaches_the_node(tmp_path):
     assert f"tts.voice_path: Piper voice not found: {missing}" in result.stderr  # the path arrived whole
 
 
+@pytest.mark.e2e  # starts the nodes, which load the real models
 def test_one_node_failing_stops_the_others():
     proc = start_bringup("--asr-backend", "nemo", "--sink", "none")
     output, _ = proc.communicate(timeout=120)
@@ -91,6 +92,7 @@ def still_running(pids):
     return [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
 
 
+@pytest.mark.e2e  # starts the nodes, which load the real models
 def test_ctrl_c_stops_every_node_cleanly():
     with ready_graph() as proc:
         children = node_pids(proc)
@@ -102,6 +104,7 @@ def test_ctrl_c_stops_every_node_cleanly():
         assert not still_running(children)
 
 
+@pytest.mark.e2e  # starts the nodes, which load the real models
 def test_a_killed_node_stops_the_others():
     """As the launch file's on_exit=Shutdown does (checked statically in test_launch)."""
     with ready_graph() as proc:

@@ -6,6 +6,7 @@ import psutil
 import pytest
 import rclpy
 from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.srv import SetParameters
 from std_msgs.msg import Header, String
 
@@ -13,7 +14,7 @@ from predgen_ros.nodes.bringup import Graph, default_params_file
 from predgen_ros.nodes.common import TEXT_QOS, stamp
 from predgen_ros.nodes.probe import GraphProbe
 
-pytestmark = pytest.mark.graph
+pytestmark = [pytest.mark.graph, pytest.mark.e2e]  # the nodes load the real models
 
 MANUAL = {"autostart": False, "tts.sink": "none", "generation.max_new_tokens": 16}
 
@@ -27,7 +28,12 @@ class User:
         self.speech_end = probe.node.create_publisher(Header, "asr/speech_end", TEXT_QOS)
         self.final = probe.node.create_publisher(String, "asr/final", TEXT_QOS)
         self.responses: list[str] = []
+        self.answered: list[str] = []  # the transcripts of the turns predgen_node reported, in order
         probe.node.create_subscription(String, "predgen/response", lambda m: self.responses.append(m.data), TEXT_QOS)
+        probe.node.create_subscription(DiagnosticArray, "predgen/latency", self._on_report, TEXT_QOS)
+
+    def _on_report(self, msg: DiagnosticArray) -> None:
+        self.answered += [kv.value for status in msg.status for kv in status.values if kv.key == "transcript"]
 
     def say(self, text: str) -> None:
         for n in range(1, len(text.split()) + 1):
@@ -83,8 +89,9 @@ def test_deactivate_stops_replies_without_unloading_and_activate_answers_again(m
     assert probe.change_state("predgen_node", "activate") and probe.state("predgen_node") == "active"
     probe.spin_until(user.hears_predgen, 30, "predgen_node's asr/final subscription again")
     user.say("name one planet")
-    probe.spin_until(lambda: len(user.responses) == 2, 120, "the reply to the question after activate")
+    probe.spin_until(lambda: "name one planet" in user.answered, 120, "the reply to the question after activate")
     # the engine answers in order, so a reply to the unheard question would have come first
+    assert user.answered == ["what is the capital of france", "name one planet"]
     assert len(user.responses) == 2
 
     assert probe.change_state("predgen_node", "deactivate") and probe.change_state("predgen_node", "cleanup")

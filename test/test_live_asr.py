@@ -71,6 +71,7 @@ def test_a_final_whose_speech_ended_before_the_question_did_cut_it_off():
 
 
 @pytest.mark.graph
+@pytest.mark.e2e  # the nodes load the real models
 def test_the_sample_audio_through_a_live_asr_node_answers_every_question(tmp_path):
     settings = EvalSettings(
         SAMPLE, tmp_path, default_params_file(), ("predgen",), {"generation.max_new_tokens": 0}, endpoint_policies=("llm",)

@@ -16,7 +16,7 @@ from predgen_ros.nodes.messages import sentence_of
 from predgen_ros.nodes.probe import GraphProbe
 from predgen_ros.turn_taking import CUT_OFF_MARK
 
-pytestmark = pytest.mark.graph
+pytestmark = [pytest.mark.graph, pytest.mark.e2e]  # the nodes load the real models
 
 LONG = (
     "Robots that listen while you speak can prepare an answer early, "
@@ -73,36 +73,51 @@ def tts(tmp_path, request):
     rclpy.try_shutdown()
 
 
-@pytest.mark.parametrize("tts", ["wav"], indirect=True)
-def test_barge_in_stops_speech_within_a_chunk(tts):
-    graph, listener, wav_dir = tts
+def barge_in_after_a_second(listener, graph) -> float:
+    """Speak LONG, talk over it once a second of it has gone out on tts/audio, wait for
+    the voice to stop; returns when the user spoke (wall clock)."""
     listener.say.publish(String(data=LONG))
-    listener.spin_until(lambda: listener.is_speaking() and listener.first_audio, graph=graph)
-    assert listener.first_audio[-1] == LONG
-    time.sleep(1.0)
+    listener.spin_until(lambda: listener.is_speaking() and sum(listener.chunks) >= 22050, graph=graph)
     t_user = time.time()
     listener.partial.publish(String(data="wait what is"))  # three words: a real turn
-    listener.spin_until(lambda: not listener.is_speaking() and listener.played, timeout=5, graph=graph)
-    stopped_after = listener.speaking[-1][0] - t_user
-    assert stopped_after < 0.35, stopped_after  # one 100 ms chunk, plus DDS delivery both ways
+    listener.spin_until(lambda: not listener.is_speaking() and listener.played, graph=graph)
+    return t_user
+
+
+@pytest.mark.parametrize("tts", ["topic"], indirect=True)
+def test_barge_in_stops_speech_mid_sentence(tts):
+    from predgen_ros.audio.tts import PiperSynthesizer
+
+    graph, listener, _ = tts
+    barge_in_after_a_second(listener, graph)
+    assert listener.first_audio[-1] == LONG
     listener.say.publish(String(data=""))  # predgen_node ends the interrupted reply
-    with wave.open(str(wav_dir / "reply_001.wav")) as f:
-        played = f.getnframes() / f.getframerate()
-    assert 0.9 < played < 1.6, played  # about the second it spoke, not the whole sentence
-    # what the user heard: the sentence's first words, about a second of them, marked as cut off
+    played = sum(listener.chunks) / 22050
+    whole = PiperSynthesizer().synthesize(LONG).seconds
+    assert 1.0 <= played < whole - 1.0, (played, whole)  # it stopped well before the sentence's end
+    # what the user heard: the sentence's first words, marked as cut off
     heard = listener.played[-1]
     assert heard.endswith(CUT_OFF_MARK) and LONG.startswith(heard[: -len(CUT_OFF_MARK)]), heard
-    assert 2 <= len(heard.split()) <= 8, heard
+    assert 2 <= len(heard.split()) < len(LONG.split()), heard
     assert [what for _, what in listener.interruptions] == ["stop"]
 
     # the next reply is spoken in full
+    listener.chunks.clear()
     listener.say.publish(String(data="Of course."))
     listener.say.publish(String(data=""))
     listener.spin_until(lambda: [s for _, s in listener.speaking].count(True) >= 2 and not listener.is_speaking(), graph=graph)
-    with wave.open(str(wav_dir / "reply_002.wav")) as f:
-        assert f.getnframes() / f.getframerate() > 0.4
+    assert sum(listener.chunks) / 22050 > 0.4
     # /diagnostics comes once a second: wait for a report made after the barge-in
-    listener.spin_until(lambda: int(listener.health[-1]["barge_ins"]) == 1, timeout=5, graph=graph)
+    listener.spin_until(lambda: int(listener.health[-1]["barge_ins"]) == 1, graph=graph)
+
+
+@pytest.mark.timing
+@pytest.mark.parametrize("tts", ["topic"], indirect=True)
+def test_barge_in_stops_speech_within_a_chunk(tts):
+    graph, listener, _ = tts
+    t_user = barge_in_after_a_second(listener, graph)
+    stopped_after = listener.speaking[-1][0] - t_user
+    assert stopped_after < 0.35, stopped_after  # one 100 ms chunk, plus DDS delivery both ways
 
 
 @pytest.mark.parametrize("tts", ["wav"], indirect=True)
@@ -122,13 +137,11 @@ def test_a_pause_that_resumes_plays_the_rest_of_the_sentence_and_nothing_twice(t
         listener.spin_until(lambda: not listener.is_speaking(), graph=graph)
 
     def cough_and_acknowledge():
-        time.sleep(1.0)
         listener.voice.publish(Header())  # a cough opens an utterance: the voice pauses at once
-        listener.spin_until(lambda: [w for _, w in listener.interruptions] == ["pause"], timeout=5, graph=graph)
-        listener.spin_until(lambda: len(listener.interruptions) == 2, timeout=5, graph=graph)  # no words: resumed after resume_s
-        time.sleep(0.5)
+        listener.spin_until(lambda: [w for _, w in listener.interruptions] == ["pause"], graph=graph)
+        listener.spin_until(lambda: len(listener.interruptions) == 2, graph=graph)  # no words: resumed after resume_s
         listener.voice.publish(Header())
-        listener.spin_until(lambda: len(listener.interruptions) == 3, timeout=5, graph=graph)  # paused before the words
+        listener.spin_until(lambda: len(listener.interruptions) == 3, graph=graph)  # paused before the words
         listener.partial.publish(String(data="uh"))
         listener.final.publish(String(data="ah"))  # an acknowledgement: resumed at its final
 
@@ -136,8 +149,8 @@ def test_a_pause_that_resumes_plays_the_rest_of_the_sentence_and_nothing_twice(t
     speak(cough_and_acknowledge)
     events = [what for _, what in listener.interruptions]
     assert events == ["pause", "resume", "pause", "resume"], events
-    silent = listener.interruptions[1][0] - listener.interruptions[0][0]
-    assert 0.6 < silent < 1.5, silent  # tts.resume_s (1 s) after the voice, less the audio the sink still held
+    silent = listener.interruptions[1][0] - listener.interruptions[0][0]  # tts_node's own stamps
+    assert silent > 0.6, silent  # not before tts.resume_s (1 s) after the voice, less the audio the sink still held
     assert listener.played == [] and listener.first_audio == [LONG, LONG]
     with wave.open(str(wav_dir / "reply_001.wav")) as plain, wave.open(str(wav_dir / "reply_002.wav")) as paused:
         assert paused.readframes(paused.getnframes()) == plain.readframes(plain.getnframes())
@@ -147,13 +160,13 @@ def test_a_pause_that_resumes_plays_the_rest_of_the_sentence_and_nothing_twice(t
 def test_candidates_are_presynthesized_and_audio_goes_out_on_a_topic(tts):
     graph, listener, _ = tts
     listener.candidate.publish(String(data="The capital of France is Paris."))
-    listener.spin_until(lambda: int(listener.health[-1]["cached_sentences"]) == 1, timeout=10, graph=graph)
+    listener.spin_until(lambda: int(listener.health[-1]["cached_sentences"]) == 1, graph=graph)
     assert listener.health[-1]["cache_hits"] == "0"
     listener.say.publish(String(data="The capital of France is Paris."))
     listener.say.publish(String(data=""))
     listener.spin_until(lambda: any(s for _, s in listener.speaking) and not listener.is_speaking(), graph=graph)
     listener.health.clear()
-    listener.spin_until(lambda: listener.health, timeout=5, graph=graph)
+    listener.spin_until(lambda: listener.health, graph=graph)
     assert listener.health[-1]["cache_hits"] == "1"  # spoken from the cache, not synthesized again
     assert sum(listener.chunks) > 22050 * 0.8 and max(listener.chunks) <= 2205
 
@@ -165,12 +178,12 @@ def test_only_a_candidates_opening_is_presynthesized(tts):
     is synthesized after the commit (the cache holds both then)."""
     graph, listener, _ = tts
     listener.candidate.publish(String(data=LONG))
-    listener.spin_until(lambda: int(listener.health[-1]["cached_sentences"]) == 1, timeout=10, graph=graph)
+    listener.spin_until(lambda: int(listener.health[-1]["cached_sentences"]) == 1, graph=graph)
     listener.say.publish(String(data=LONG))
     listener.say.publish(String(data=""))
     listener.spin_until(lambda: listener.speaking and not listener.is_speaking() and listener.first_audio, graph=graph)
     listener.health.clear()
-    listener.spin_until(lambda: listener.health, timeout=5, graph=graph)
+    listener.spin_until(lambda: listener.health, graph=graph)
     assert (listener.health[-1]["cache_hits"], listener.health[-1]["cached_sentences"]) == ("1", "2")
 
 
@@ -190,11 +203,12 @@ def test_a_long_first_sentence_starts_after_its_opening_and_plays_whole_once(tts
     synth = PiperSynthesizer()
     opening, rest = synth.pieces(LONG)
     pieces_s = synth.synthesize(opening).seconds + synth.synthesize(rest).seconds
-    # Piper's durations carry noise, so the same text lasts a little longer or shorter each time
+    # Piper's durations carry noise, so the same text lasts a little longer or shorter each
+    # time (the WAV holds the samples played, so this does not depend on the machine's speed)
     assert 0.85 * pieces_s < played < 1.15 * pieces_s, (played, pieces_s)
     assert played > 1.5 * synth.synthesize(opening).seconds  # the rest was played, not only the opening
     listener.health.clear()
-    listener.spin_until(lambda: listener.health, timeout=5, graph=graph)
+    listener.spin_until(lambda: listener.health, graph=graph)
     assert listener.health[-1]["sentences"] == "1"
 
 
@@ -214,15 +228,15 @@ def test_a_reply_whose_predgen_node_went_away_ends_and_its_late_rest_is_not_spok
     listener.say.publish(String(data="Of course."))  # a first sentence; the reply's end never comes
     listener.spin_until(listener.is_speaking, graph=graph)
     beating[0] = False
-    listener.spin_until(lambda: not listener.is_speaking(), timeout=30, graph=graph)
-    listener.spin_until(lambda: report("dropping_stale") == "True", timeout=10, graph=graph)
+    listener.spin_until(lambda: not listener.is_speaking(), graph=graph)
+    listener.spin_until(lambda: report("dropping_stale") == "True", graph=graph)
 
     beating[0] = True  # the link is back, with what was still on its way
     listener.say.publish(String(data="The rest of that old reply."))
     listener.say.publish(String(data=""))
-    listener.spin_until(lambda: report("stale_dropped") == "2", timeout=10, graph=graph)
+    listener.spin_until(lambda: report("stale_dropped") == "2", graph=graph)
     listener.partial.publish(String(data="hello"))  # the user speaks: what comes next answers them
-    listener.spin_until(lambda: report("dropping_stale") == "False", timeout=10, graph=graph)
+    listener.spin_until(lambda: report("dropping_stale") == "False", graph=graph)
     listener.say.publish(String(data="Hello again."))
     listener.say.publish(String(data=""))
     listener.spin_until(lambda: len(listener.first_audio) == 2 and not listener.is_speaking(), graph=graph)

@@ -14,7 +14,7 @@ from predgen_ros.eval.interruptions import GRAPH_OVERRIDES, NODES, AudioFeed, Re
 from predgen_ros.nodes.bringup import Graph, default_params_file
 from predgen_ros.turn_taking import CUT_OFF_MARK
 
-pytestmark = pytest.mark.graph
+pytestmark = [pytest.mark.graph, pytest.mark.e2e]  # the nodes load the real models
 
 QUESTION = "What should I pack for a day at the beach?"  # a reply of several seconds
 

@@ -155,18 +155,22 @@ def test_an_error_in_a_turn_is_logged_and_the_next_turn_served(tiny_lm, caplog):
         return real_step()
 
     worker.session.step = failing_once
+    logged = threading.Event()  # the worker logs the error once it has counted it
+    handler = logging.Handler(logging.ERROR)
+    handler.emit = lambda record: logged.set()
+    log = logging.getLogger("predgen_ros.engine.worker")
+    log.addHandler(handler)
     try:
         with caplog.at_level(logging.ERROR, logger="predgen_ros.engine.worker"):
             say(worker, "First question?")
-            deadline = time.time() + 10
-            while worker.errors == 0 and time.time() < deadline:
-                time.sleep(0.01)
+            assert logged.wait(60)
         assert worker.errors == 1 and worker.alive
         assert "simulated fault" in caplog.text and "dropping the turn" in caplog.text
         say(worker, "Second question?")
         assert recorder.done.wait(60)
         assert recorder.emissions[-1][2].user_text == "Second question?"
     finally:
+        log.removeHandler(handler)
         worker.stop()
 
 

@@ -156,10 +156,16 @@ class Recorder(GraphProbe):
         self._last_report = 0.0
         self.reset = self.node.create_client(Trigger, "/predgen_node/reset")
         sub = self.node.create_subscription
-        sub(Bool, "robot_speaking", lambda m: self.speaking.append((time.time(), m.data)), TEXT_QOS)
-        sub(Header, "tts/interruption", lambda m: self.voice.append((seconds(m.stamp), m.frame_id)), TEXT_QOS)
-        sub(String, "tts/played", lambda m: self.played.append(m.data), TEXT_QOS)
-        sub(DiagnosticArray, "predgen/latency", self._on_report, TEXT_QOS)
+        self.listening = [
+            sub(Bool, "robot_speaking", lambda m: self.speaking.append((time.time(), m.data)), TEXT_QOS),
+            sub(Header, "tts/interruption", lambda m: self.voice.append((seconds(m.stamp), m.frame_id)), TEXT_QOS),
+            sub(String, "tts/played", lambda m: self.played.append(m.data), TEXT_QOS),
+            sub(DiagnosticArray, "predgen/latency", self._on_report, TEXT_QOS),
+        ]
+
+    def hears_the_graph(self) -> bool:
+        """Every topic recorded has a matched writer: nothing the graph says is missed."""
+        return all(s.get_publisher_count() > 0 for s in self.listening)
 
     def _on_report(self, msg) -> None:
         self.reports += [{kv.key: kv.value for kv in s.values} for s in msg.status]
@@ -232,10 +238,13 @@ def run_policy(policy: str, trials, params_file: Path, out: Path, extra: dict, p
         rec = Recorder()
         rec.graph = graph
         rec.wait_active(NODES)
-        rec.spin_until(lambda: rec.reset.service_is_ready() and rec.node.count_subscribers("audio/user") > 0, 120, "the graph")
-        feed = AudioFeed(rec.node)
+        feed = AudioFeed(rec.node)  # silence until the first trial: wait_quiet's QUIET_S of it comes first
         try:
-            rec.spin_for(2.0)  # asr_node hears silence first; discovery settles both ways
+            rec.spin_until(
+                lambda: rec.reset.service_is_ready() and feed.pub.get_subscription_count() > 0 and rec.hears_the_graph(),
+                120,
+                "the graph",
+            )
             for trial, question, event in trials:
                 results.append(run_trial(rec, feed, policy, trial, question, event))
                 if progress:

@@ -151,7 +151,7 @@ class AsrNode(ManagedNode):
     def activate(self) -> None:
         self._stopping.clear()
         self.state, self.error = AsrState.STARTING, ""
-        self._listening = [
+        self._listening = [  # robot_speaking first: _wait_for_listeners reads it
             self.create_subscription(Bool, "robot_speaking", self._on_robot_speaking, TEXT_QOS),
             self.create_subscription(KeyValue, "turn/end_probability", self._on_end_probability, TEXT_QOS),
         ]
@@ -372,8 +372,8 @@ class AsrNode(ManagedNode):
         self._wait_for(lambda: all(pub.get_subscription_count() > 0 for pub in publishers), None)
         if need_tts:
             self.state = AsrState.WAITING_FOR_TTS
-            self._wait_for(lambda: self.count_publishers("robot_speaking") > 0, None)
-            time.sleep(0.5)  # let discovery settle in both directions
+            hears_tts = self._listening[0]  # robot_speaking: matched, so no reply's end is missed
+            self._wait_for(lambda: hears_tts.get_publisher_count() > 0, None)
 
     def _wait_for(self, condition, timeout: float | None) -> bool:
         deadline = None if timeout is None else time.time() + timeout
