@@ -45,7 +45,7 @@ test: venv
 
 # the engine and unit tier: no ROS nodes, no full-size model, no command run (under a minute)
 test-fast: venv
-	$(PY) -m pytest -q -m "not graph and not e2e and not timing" test
+	$(PY) -m pytest -q -m "not graph and not e2e and not timing" --property-examples 0.3 test
 
 # the few checks of a wall-clock bound (a barge-in's stop within a chunk): on a quiet machine, not in CI
 timing: venv

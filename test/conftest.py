@@ -68,6 +68,30 @@ def _loads_real_model(item) -> bool:
     return "smollm" in getattr(item, "fixturenames", ()) or "llama_lm" in params.values()
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--property-examples",
+        type=float,
+        default=1.0,
+        help="scale the examples of the engine's property tests (make test-fast: 0.3; make test: all of them)",
+    )
+
+
+@pytest.fixture
+def property_examples(request):
+    """Hypothesis settings for an engine property test: `count` examples on the tiny model
+    (the real one in llama.cpp costs ~100x a pass: a fifth), scaled by --property-examples."""
+    from hypothesis import settings
+
+    scale = request.config.getoption("--property-examples")
+
+    def examples(backend: str, count: int):
+        count = count if backend == "tiny_lm" else max(4, count // 5)
+        return settings(max_examples=max(3, round(count * scale)), deadline=None)
+
+    return examples
+
+
 def pytest_collection_modifyitems(items):
     """A test that loads the real SmolLM2 belongs to the end-to-end tier (make test-fast skips it)."""
     for item in items:

@@ -62,7 +62,10 @@ def test_in_context_the_reference_has_the_runs_own_history(tiny_lm):
     from predgen_ros.eval.clock import VirtualClock
 
     config = EngineConfig(
-        policy="baseline", max_new_tokens=10, max_sentences=0, sentence=SentenceRules(min_chars=10, fallback_chars=60, max_tokens=8)
+        policy="baseline",
+        max_new_tokens=10,
+        max_sentences=0,
+        sentence=SentenceRules(min_chars=10, fallback_chars=60, max_tokens=8),
     )
     texts = {"a": "tell me about paris", "b": "what is the capital of france"}
     misheard = "tell me about pairs"

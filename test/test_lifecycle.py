@@ -5,8 +5,8 @@ import time
 import psutil
 import pytest
 import rclpy
-from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
 from diagnostic_msgs.msg import DiagnosticArray
+from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
 from std_msgs.msg import Header, String
 

@@ -2,7 +2,7 @@
 properties also on the real model in llama.cpp."""
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from test_kv_and_verify import assert_cache_matches
 
@@ -101,17 +101,11 @@ def partial_sequences(draw):
 BACKENDS = ["tiny_lm", "llama_lm"]
 
 
-def examples(backend: str, count: int):
-    """Hypothesis settings for a property test on `backend`: the real model in llama.cpp
-    costs ~100x the tiny one per pass, so it gets a fifth of the examples."""
-    return settings(max_examples=count if backend == "tiny_lm" else max(4, count // 5), deadline=None)
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_exact_predgen_commits_the_baseline_greedy_reply(backend, request, make_session):
+def test_exact_predgen_commits_the_baseline_greedy_reply(backend, request, make_session, property_examples):
     lm = request.getfixturevalue(backend)
 
-    @examples(backend, 30)
+    @property_examples(backend, 30)
     @given(partial_sequences(), st.booleans())
     def check(case, anticipate):
         partials, final, steps = case
@@ -129,13 +123,13 @@ def test_exact_predgen_commits_the_baseline_greedy_reply(backend, request, make_
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_exact_predgen_commits_the_greedy_reply_under_the_copy_ban(backend, request, make_session):
+def test_exact_predgen_commits_the_greedy_reply_under_the_copy_ban(backend, request, make_session, property_examples):
     """With an earlier reply in the history, every policy decodes under the ban on
     copying its runs and its opening (and, ban_user, the user's words: the rule changes
     with every partial), and the exact verifier compares against the ban's choice."""
     lm = request.getfixturevalue(backend)
 
-    @examples(backend, 30)
+    @property_examples(backend, 30)
     @given(partial_sequences(), st.booleans(), st.sampled_from(DECODERS), st.booleans(), st.sampled_from(BANS))
     def check(case, anticipate, decoder, ban_user, ban):
         partials, final, steps = case
@@ -192,10 +186,10 @@ def test_the_opening_ban_bans_only_the_token_that_would_complete_an_earlier_open
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_the_cache_equals_a_fresh_encoding_of_the_kept_text_after_every_step(backend, request, make_session):
+def test_the_cache_equals_a_fresh_encoding_of_the_kept_text_after_every_step(backend, request, make_session, property_examples):
     lm = request.getfixturevalue(backend)
 
-    @examples(backend, 20)
+    @property_examples(backend, 20)
     @given(partial_sequences(), st.sampled_from(POLICIES), st.sampled_from(DECODERS), st.booleans(), st.booleans())
     def check(case, policy, decoder, anticipate, with_history):
         partials, final, steps = case

@@ -31,6 +31,7 @@ def test_a_short_soak_answers_every_turn_and_survives_every_fault(tmp_path):
     rows = (tmp_path / "rss.csv").read_text().splitlines()
     assert rows[0] == "answered,asr_node,predgen_node,tts_node" and rows[-1].startswith("8,")
     assert re.fullmatch(
-        r"stress: sent=8 answered=8 faults=3 crashes=0 stuck=0 max_rss_mb=\d+\.\d rss_growth_mb=-?\d+\.\d late_growth_mb=-?\d+\.\d", result.line()
+        r"stress: sent=8 answered=8 faults=3 crashes=0 stuck=0 max_rss_mb=\d+\.\d rss_growth_mb=-?\d+\.\d late_growth_mb=-?\d+\.\d",
+        result.line(),
     )
     assert result.passed

@@ -158,7 +158,7 @@ def test_an_error_in_a_turn_is_logged_and_the_next_turn_served(tiny_lm, caplog):
     logged = threading.Event()  # the worker logs the error once it has counted it
     handler = logging.Handler(logging.ERROR)
     handler.emit = lambda record: logged.set()
-    log = logging.getLogger("predgen_ros.engine.worker")
+    log = logging.getLogger()  # on the root, after caplog's handler: the record is captured before the event
     log.addHandler(handler)
     try:
         with caplog.at_level(logging.ERROR, logger="predgen_ros.engine.worker"):

@@ -10,7 +10,6 @@ import pytest
 
 from predgen_ros.nodes.two_hosts import HOSTS, TwoHosts, TwoHostsError
 
-
 # the harness makes network namespaces as root: the graph tier, never make test-fast
 pytestmark = pytest.mark.graph
 

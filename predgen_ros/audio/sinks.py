@@ -52,7 +52,7 @@ class WavSink(NullSink):
             raw = open(path, "wb")  # noqa: SIM115 (open across write() calls; end() closes it)
         except OSError as err:  # opened here, not by wave.open, whose half-made writer fails again in __del__
             raise SinkError(f"cannot write {path} ({err.strerror})") from None
-        self._raw, self._file = raw, wave.open(raw, "wb")
+        self._raw, self._file = raw, wave.open(raw, "wb")  # noqa: SIM115 (end() closes both)
         self._file.setnchannels(1)
         self._file.setsampwidth(2)
         self._file.setframerate(sample_rate)

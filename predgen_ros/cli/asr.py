@@ -31,7 +31,9 @@ def register(sub) -> None:
     wer.add_argument("--vad", default="silero", help="voice activity detector: webrtc or silero (default silero)")
     wer.add_argument("--endpoint-silence", type=float, default=ENDPOINT_SILENCE_S, help="fixed endpoint, s")
     wer.add_argument(
-        "--whisper-model", default="", help="a CTranslate2 Whisper folder for the whisper backends (default: the embedded tiny.en)"
+        "--whisper-model",
+        default="",
+        help="a CTranslate2 Whisper folder for the whisper backends (default: the embedded tiny.en)",
     )
     wer.add_argument("--whisper-beam", type=int, default=1, help="the whisper backends' beam size (default 1)")
     wer.add_argument("--out", type=Path, default=None, help="folder for summary.json (each question's words as heard)")

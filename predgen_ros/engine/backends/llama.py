@@ -24,10 +24,9 @@ import numpy as np
 from ..config import ModelError
 
 # Tokens per llama_decode call.  Every position asks for logits, and a context keeps an
-# output buffer for the most rows one call asked for: 512 (llama.cpp's default) grew each
-# context by ~170 MB once a prompt reached 512 tokens (the stress soak's predgen_node,
-# +75 MB after turn 50); 128 keeps it at ~26 MB, reached on the first turn, at the same
-# prompt speed (1.37 s per 1,000 tokens either way, one thread, docs/results/stress.md).
+# output buffer for the most rows one call asked for (49,152 floats a row): with 512,
+# llama.cpp's default, predgen_node grew 75 MB in a soak once prompts passed 512 tokens;
+# 128 bounds it early, at the same prompt speed (docs/results/stress.md).
 N_BATCH = 128
 N_CTX = 4096  # tokens per context: prompts stay under generation.history_tokens (1024) plus the reply
 
