@@ -99,6 +99,7 @@ class EngineWorker:
         self.clock = clock
         self.mailbox = Mailbox()
         self.errors = 0
+        self.finals_not_taken = 0
         self._end_of_turn_at: float | None = None
         self._busy = False
         self._thread = threading.Thread(target=self._run, name="predgen-engine", daemon=True)
@@ -157,6 +158,8 @@ class EngineWorker:
     def _deliver_final(self, event: Event) -> None:
         if self.session.final(event.text, event.t):
             self._end_of_turn_at = event.t + self.endpoint_delay
+        else:
+            self.finals_not_taken += 1  # a re-delivery of the utterance already finalized, or empty
 
     def _step(self) -> None:
         turn = self.session.turn

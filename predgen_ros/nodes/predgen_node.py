@@ -310,6 +310,7 @@ class PredgenNode(ManagedNode):
             "ignored_messages": self.ignored,
             "utterances_over_robot_ignored": self.gate.ignored,
             "engine_errors": worker.errors if worker else 0,
+            "finals_not_taken": worker.finals_not_taken if worker else 0,  # re-deliveries (and empty finals)
             "forward_passes": self.lm.stats.passes,
             "say_subscribers": self.say_pub.get_subscription_count(),  # tts_nodes this node's replies reach
         }
