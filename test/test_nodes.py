@@ -117,6 +117,11 @@ def test_missing_vosk_model(tmp_path):
     assert_startup_error(result, "asr.vosk.model_path", str(missing))
 
 
+def test_unknown_whisper_model():
+    result = run_node("asr_node", "-p", "asr.whisper.model:=small", "-p", "asr.input:=x.wav")
+    assert_startup_error(result, "asr.whisper.model", "'small'")
+
+
 def test_missing_wav_input(tmp_path):
     missing = tmp_path / "speech.wav"
     assert_startup_error(run_node("asr_node", "-p", f"asr.input:={missing}"), "asr.input", str(missing))

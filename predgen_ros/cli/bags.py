@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from ..audio.endpoint import ENDPOINT_SILENCE_S
 from ..audio.pcm import AUDIO_CHUNK_MS
+from ..cache import cache_dir
 from ..engine.config import POLICIES, ConfigError
 from .options import add_asr_backend_option, add_set_option, check_limit, comma_list, params_file_or_default, policy_list
 
@@ -104,8 +104,7 @@ def register(sub) -> None:
 
 
 def _default_bag_folder(limit: int | None) -> Path:
-    cache = Path(os.environ.get("PREDGEN_ROS_CACHE", Path.home() / ".cache" / "predgen_ros"))
-    return cache / "bags" / f"mtbench-{limit or 'all'}"
+    return cache_dir() / "bags" / f"mtbench-{limit or 'all'}"
 
 
 def cmd_make_bag(args: argparse.Namespace) -> int:

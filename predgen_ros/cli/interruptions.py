@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
+from ..cache import cache_dir
 from ..engine.config import ConfigError
 from .options import add_asr_backend_option, add_set_option, check_limit, comma_list, params_file_or_default
 
 
 def _default_bag() -> Path:
-    cache = Path(os.environ.get("PREDGEN_ROS_CACHE", Path.home() / ".cache" / "predgen_ros"))
-    return cache / "bags" / "interruptions"
+    return cache_dir() / "bags" / "interruptions"
 
 
 def register(sub) -> None:

