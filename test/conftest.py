@@ -56,11 +56,14 @@ def llama_lm(tokenizer):
     """The real SmolLM2 (F16) in llama.cpp, each pass evaluated token by token
     (n_ubatch 1): a batched pass then rounds as 1-token passes do, so the property
     tests check the engine's bookkeeping exactly (the near-ties of batched passes
-    are measured by bench, docs/results/passes.md)."""
+    are measured by bench, docs/results/passes.md).  One thread: llama.cpp's threads
+    wait for each other after every layer, and beside two CPU-bound processes on two
+    cores each of those waits can last a time slice (one property test took over 15
+    minutes on 2 threads)."""
     from predgen_ros.engine.backends.llama import LlamaCppBackend
     from predgen_ros.engine.models import embedded_gguf
 
-    return LanguageModel(LlamaCppBackend(embedded_gguf("f16"), threads=2, ubatch=1), tokenizer)
+    return LanguageModel(LlamaCppBackend(embedded_gguf("f16"), threads=1, ubatch=1), tokenizer)
 
 
 def _loads_real_model(item) -> bool:
