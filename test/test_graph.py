@@ -37,8 +37,8 @@ class FakeUser:
         self.health: dict[str, list] = {}
         self._speaking = False
         self.silent_since = 0.0  # when robot_speaking last went false
-        self.node.create_subscription(DiagnosticArray, "predgen/latency", self._on_report, TEXT_QOS)
-        self.node.create_subscription(Bool, "robot_speaking", self._on_speaking, TEXT_QOS)
+        self.latency_sub = self.node.create_subscription(DiagnosticArray, "predgen/latency", self._on_report, TEXT_QOS)
+        self.speaking_sub = self.node.create_subscription(Bool, "robot_speaking", self._on_speaking, TEXT_QOS)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_health, 10)
         self.played: list[str] = []  # tts/played: what the user heard of a reply they cut off
         self.node.create_subscription(String, "tts/played", lambda msg: self.played.append(msg.data), TEXT_QOS)
@@ -97,12 +97,24 @@ def graph(tmp_path_factory):
         user = FakeUser()
         user.probe.graph = g
         user.probe.wait_active(["predgen_node", "tts_node"])
-        # matched both ways, so no first message is lost
-        user.spin_until(lambda: user.final.get_subscription_count() > 0 and user.reset.service_is_ready(), timeout=60, graph=g)
-        user.spin_until(lambda: user.node.count_publishers("robot_speaking") > 0, timeout=60, graph=g)
+        user.spin_until(lambda: matched_both_ways(user) and user.reset.service_is_ready(), timeout=60, graph=g)
         yield g, user, out
         user.node.destroy_node()
     rclpy.try_shutdown()
+
+
+def matched_both_ways(user) -> bool:
+    """Every reader and writer of the user's topics matched, so no first message is lost:
+    the partials and finals by predgen_node and tts_node both (one reader alone may be
+    tts_node's; beside CPU-bound processes discovery can take seconds), the end of speech
+    by predgen_node, the reports and robot_speaking from their nodes."""
+    return (
+        user.partial.get_subscription_count() >= 2
+        and user.final.get_subscription_count() >= 2
+        and user.speech_end.get_subscription_count() >= 1
+        and user.latency_sub.get_publisher_count() >= 1
+        and user.speaking_sub.get_publisher_count() >= 1
+    )
 
 
 def wav_seconds_and_rms(path):
