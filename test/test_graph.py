@@ -117,6 +117,17 @@ def matched_both_ways(user) -> bool:
     )
 
 
+def predgen_health(user) -> dict[str, str]:
+    return {kv.key: kv.value for kv in user.health["/predgen_ros/predgen_node"][-1].values}
+
+
+def ignored_messages(user, graph) -> int:
+    """predgen_node's count of ignored messages now, from its next 1 Hz health report."""
+    user.health.pop("/predgen_ros/predgen_node", None)
+    user.spin_until(lambda: "/predgen_ros/predgen_node" in user.health, graph=graph)
+    return int(predgen_health(user)["ignored_messages"])
+
+
 def wav_seconds_and_rms(path):
     with wave.open(str(path)) as f:
         samples = np.frombuffer(f.readframes(f.getnframes()), dtype=np.int16).astype(np.float64)
@@ -160,9 +171,12 @@ def test_turns_produce_speech_reports_and_use_history(graph):
 
 def test_bad_input_is_survived_and_the_next_turn_answered(graph):
     g, user, _ = graph
-    reports = len(user.reports)
+    reports, ignored = len(user.reports), ignored_messages(user, g)
     user.partial.publish(String(data="   "))  # whitespace hypothesis
     user.final.publish(String(data=""))  # empty final, no partials
+    # both counted before the next words: an empty final read after a partial stands for it
+    # (the two topics' order is not kept on the wire; under load it once made "🤖" the turn)
+    user.spin_until(lambda: int(predgen_health(user)["ignored_messages"]) >= ignored + 2, graph=g)
     user.say("🤖 مرحبا 你好 \u202eevil\u202c \x07bell", g, final=False)  # any Unicode, control characters
     user.final.publish(String(data="🤖 مرحبا 你好"))
     user.spin_until(lambda: len(user.reports) > reports, graph=g)
@@ -177,12 +191,10 @@ def test_bad_input_is_survived_and_the_next_turn_answered(graph):
     user.spin_until(lambda: len(user.reports) > reports, graph=g)
     assert user.reports[-1]["transcript"] == "Please say hello."
 
-    # the nodes kept publishing 1 Hz health, and predgen_node counted what it ignored
+    # the nodes kept publishing 1 Hz health, and predgen_node counted no engine error
     user.health.clear()
     user.spin_until(lambda: {"/predgen_ros/predgen_node", "/predgen_ros/tts_node"} <= set(user.health))
-    health = {kv.key: kv.value for kv in user.health["/predgen_ros/predgen_node"][-1].values}
-    assert int(health["ignored_messages"]) >= 2
-    assert health["engine_errors"] == "0"
+    assert predgen_health(user)["engine_errors"] == "0"
     assert g.exited() is None
 
 
