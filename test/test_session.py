@@ -12,6 +12,7 @@ from predgen_ros.engine.decode import ar_step
 from predgen_ros.engine.lm import KVState
 from predgen_ros.engine.sentences import SentenceRules
 from predgen_ros.engine.session import DECODERS, POLICIES, ConfigError, EngineConfig
+from predgen_ros.engine.transcript_order import LATE_COPY_WINDOW_S
 
 WORDS = [
     "what",
@@ -304,6 +305,18 @@ def test_history_is_used_on_the_next_turn(tiny_lm, make_session):
     run(session, ["and paris"], "and paris", [5])
     assert session.history[0] == ("hello robot", first_reply)
     assert session.turn.prompt_ids == tiny_lm.prompt_ids("and paris", [("hello robot", first_reply)])
+
+
+def test_an_empty_final_answers_a_pending_partial_never_the_finished_turn_again(tiny_lm, make_session):
+    session = make_session(tiny_lm, policy="predgen", sentence=RULES, max_new_tokens=6)
+    run(session, ["and what about germany"], "and what about germany", [5])
+    answered = session.turn
+    # past the re-delivery window the finished words once became a second turn
+    assert not session.final("", 1.0 + LATE_COPY_WINDOW_S + 1.0)
+    assert session.turn is answered
+    session.partial("name a colour", 5.0)
+    assert session.final("", 6.0)  # no final covered this partial: the empty final stands for it
+    assert session.turn.user_text == "name a colour"
 
 
 def test_the_history_keeps_what_the_user_heard_of_a_reply_they_cut_off(tiny_lm, make_session):

@@ -26,6 +26,13 @@ def test_partials_before_the_final_are_news_and_empty_text_is_nothing():
     assert order.final("", 0.2, None, None) is Arrival.EMPTY
 
 
+def test_only_words_after_the_final_can_stand_for_an_empty_final():
+    order = finalized()
+    assert not order.last_partial_unfinalized  # the final covered "what is"
+    assert order.partial("and then", 10.0 + LATE_COPY_WINDOW_S + 0.5) is Arrival.NEWS
+    assert order.last_partial_unfinalized
+
+
 def test_a_late_copy_of_a_partial_is_dropped_only_within_its_window():
     assert finalized().partial("what is the", 10.0 + LATE_COPY_WINDOW_S / 2) is Arrival.COPY
     assert finalized().partial("what is the", 10.0 + LATE_COPY_WINDOW_S + 0.1) is Arrival.NEWS  # the user said it again

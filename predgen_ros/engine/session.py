@@ -120,9 +120,10 @@ class Session:
     def final(self, text: str, t: float, utterance: str | None = None, t_speech_end: float | None = None) -> bool:
         """The final transcript of an utterance (`utterance`: the ASR's number for it,
         `t_speech_end`: the end of its voiced audio, if known; without them, an end of
-        speech delivered before supplies them).  False when it was ignored (nothing
-        heard, or a re-delivered final)."""
-        text = " ".join(text.split()) or self._latest
+        speech delivered before supplies them).  An empty final stands for the last
+        partial, if no final covered it yet.  False when it was ignored (nothing heard,
+        or a re-delivered final)."""
+        text = " ".join(text.split()) or (self._latest if self._order.last_partial_unfinalized else "")
         if self._order.final(text, t, utterance, t_speech_end) is not Arrival.NEWS:
             return False
         if self.turn.t_end_of_turn is not None:

@@ -103,6 +103,13 @@ class TranscriptOrder:
         return Arrival.NEWS
 
     @property
+    def last_partial_unfinalized(self) -> bool:
+        """No final has covered the last partial taken (if any): an empty final stands
+        for it.  After the utterance's final, until new words come, it has nothing to
+        stand for (it once answered the finished utterance again)."""
+        return self.state is Utterance.HEARING or self._heard_since_final
+
+    @property
     def utterance(self) -> str | None:
         return self._final.utterance if self._final else None
 
