@@ -72,7 +72,10 @@ class FakeUser:
             self.final.publish(String(data=text))
 
     def turn(self, text, graph):
-        """Say `text` and wait for its latency report and the end of its audio."""
+        """Say `text` to a silent robot and wait for its latency report and the end of its
+        audio (said over a reply, the words would be judged as an interruption; and the end
+        of that reply would pass for the end of this one)."""
+        self.spin_until(lambda: not self._speaking, graph=graph)
         reports, spoken = len(self.reports), self.replies_spoken
         self.say(text, graph)
         self.spin_until(lambda: len(self.reports) > reports and self.replies_spoken > spoken, graph=graph)
@@ -172,15 +175,18 @@ def test_turns_produce_speech_reports_and_use_history(graph):
 def test_bad_input_is_survived_and_the_next_turn_answered(graph):
     g, user, _ = graph
     reports, ignored = len(user.reports), ignored_messages(user, g)
+    # past the re-delivery window of the last turn's final, an empty final once answered its words again
+    last_final = float(user.reports[-1]["t_final_transcript"])
+    user.spin_until(lambda: time.time() > last_final + LATE_COPY_WINDOW_S + 0.1, graph=g)
     user.partial.publish(String(data="   "))  # whitespace hypothesis
-    user.final.publish(String(data=""))  # empty final, no partials
+    user.final.publish(String(data=""))  # empty final, no partials since the last turn's final
     # both counted before the next words: an empty final read after a partial stands for it
     # (the two topics' order is not kept on the wire; under load it once made "🤖" the turn)
     user.spin_until(lambda: int(predgen_health(user)["ignored_messages"]) >= ignored + 2, graph=g)
     user.say("🤖 مرحبا 你好 \u202eevil\u202c \x07bell", g, final=False)  # any Unicode, control characters
     user.final.publish(String(data="🤖 مرحبا 你好"))
     user.spin_until(lambda: len(user.reports) > reports, graph=g)
-    assert user.reports[-1]["transcript"] == "🤖 مرحبا 你好"  # answered like any other turn
+    assert [r["transcript"] for r in user.reports[reports:]] == ["🤖 مرحبا 你好"]  # answered like any other turn
     next_turn = user.turn("Name a colour of the sky.", g)  # served after all of that
     assert next_turn["transcript"] == "Name a colour of the sky."
     assert next_turn["first_sentence"]
@@ -202,6 +208,7 @@ def test_barge_in_stops_the_reply_and_the_new_utterance_is_answered(graph):
     g, user, _ = graph
     future = user.reset.call_async(Trigger.Request())
     user.spin_until(future.done)
+    user.spin_until(lambda: not user._speaking, graph=g)  # the previous test's reply has ended
     before = len(user.reports)
     user.say("Tell me a long story about a robot who learns to paint.", g)
     user.spin_until(lambda: user._speaking and len(user.reports) > before, graph=g)
