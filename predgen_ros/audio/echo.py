@@ -1,0 +1,111 @@
+"""The robot's own voice taken out of the microphone's audio (acoustic echo cancellation).
+
+The canceller is WebRTC's audio processing module (AEC3 with noise suppression and a
+high-pass filter) as the `livekit` wheel ships it: no system library, and AEC3 finds
+the echo's delay itself, so the reference needs to be aligned only roughly
+(scripts/echo_choice.py compares it with Speex's canceller and with none;
+docs/results/echo.md).
+
+Alignment: tts_node publishes each chunk it plays on `tts/reference`, stamped with
+the time the chunk starts to play.  `ReferenceTimeline` places those samples on the
+clock's time line; the microphone's audio is read against the reference that played
+at the same time (the chunk's capture time), and what remains (the loudspeaker's and
+the sound card's buffers, sound's flight) is left to AEC3's delay estimator.  Where
+no reference arrived (the robot is silent, or a chunk was lost) the reference is
+silence: a lost chunk lets that chunk's echo through, nothing worse.  A chunk that
+arrives after the microphone's audio of its time was processed is too late to help
+and is dropped (`late_chunks` counts them).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .pcm import SAMPLE_RATE, AsrError
+
+ECHO_CANCELLERS = ("webrtc", "none")
+FRAME = SAMPLE_RATE // 100  # WebRTC's processing frame: 10 ms
+HISTORY_S = 5.0  # reference kept before the newest microphone audio
+
+
+class ReferenceTimeline:
+    """What the loudspeaker played, by time: 16 kHz int16 samples from `start_s` on."""
+
+    def __init__(self):
+        self.start_s: float | None = None
+        self._samples = np.zeros(0, dtype=np.int16)
+        self.read_until_s: float | None = None  # the microphone has been processed up to here
+        self.late_chunks = 0
+
+    def played(self, t_s: float, pcm: bytes) -> None:
+        """`pcm` (16 kHz int16) started to play at `t_s` on the node's clock."""
+        samples = np.frombuffer(pcm, dtype=np.int16)
+        if self.read_until_s is not None and t_s + len(samples) / SAMPLE_RATE <= self.read_until_s:
+            self.late_chunks += 1
+            return
+        if self.start_s is None:
+            self.start_s = t_s
+        at = int(round((t_s - self.start_s) * SAMPLE_RATE))
+        if at < 0:  # older than the kept history
+            samples, at = samples[-at:], 0
+        end = at + len(samples)
+        if end > len(self._samples):
+            self._samples = np.concatenate([self._samples, np.zeros(end - len(self._samples), dtype=np.int16)])
+        self._samples[at:end] = samples  # a re-sent chunk overwrites, never doubles
+
+    def read(self, t_s: float, n: int) -> np.ndarray:
+        """The `n` samples that played from `t_s` on (silence where nothing played)."""
+        self.read_until_s = t_s + n / SAMPLE_RATE
+        out = np.zeros(n, dtype=np.int16)
+        if self.start_s is None:
+            return out
+        at = int(round((t_s - self.start_s) * SAMPLE_RATE))
+        lo, hi = max(at, 0), min(at + n, len(self._samples))
+        if hi > lo:
+            out[lo - at : hi - at] = self._samples[lo:hi]
+        self._forget_before(at - int(HISTORY_S * SAMPLE_RATE))
+        return out
+
+    def _forget_before(self, index: int) -> None:
+        if index > 0:
+            self._samples = self._samples[index:]
+            self.start_s += index / SAMPLE_RATE
+
+
+class EchoCanceller:
+    """WebRTC AEC3: `process(mic, t_s)` returns the microphone's audio without the robot's voice."""
+
+    def __init__(self, stream_delay_ms: int = 0):
+        try:
+            from livekit.rtc import AudioFrame, AudioProcessingModule
+        except ImportError:
+            raise AsrError("asr.echo_cancel: webrtc needs the livekit package (run `make venv`), or set it to none") from None
+        self._frame = AudioFrame
+        self._apm = AudioProcessingModule(echo_cancellation=True, noise_suppression=True, high_pass_filter=True)
+        self._delay_ms = stream_delay_ms
+        self.reference = ReferenceTimeline()
+        self._pending = b""  # microphone audio short of a 10 ms frame
+        self._pending_t = 0.0
+
+    def played(self, t_s: float, pcm: bytes) -> None:
+        self.reference.played(t_s, pcm)
+
+    def process(self, mic: bytes, t_s: float) -> bytes:
+        """`mic`: 16 kHz int16 captured from `t_s` on; returns the cleaned audio, whole
+        10 ms frames only (a remainder waits for the next call)."""
+        if not self._pending:
+            self._pending_t = t_s
+        audio = self._pending + mic
+        whole = len(audio) // (2 * FRAME) * 2 * FRAME
+        self._pending = audio[whole:]
+        out = bytearray()
+        for start in range(0, whole, 2 * FRAME):
+            frame_t = self._pending_t + start / 2 / SAMPLE_RATE
+            far = self._frame(self.reference.read(frame_t, FRAME).tobytes(), SAMPLE_RATE, 1, FRAME)
+            self._apm.process_reverse_stream(far)
+            near = self._frame(audio[start : start + 2 * FRAME], SAMPLE_RATE, 1, FRAME)
+            self._apm.set_stream_delay_ms(self._delay_ms)
+            self._apm.process_stream(near)
+            out += near.data.tobytes()
+        self._pending_t += whole / 2 / SAMPLE_RATE
+        return bytes(out)
