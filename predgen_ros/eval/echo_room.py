@@ -25,10 +25,10 @@ class EchoPaths:
     user: np.ndarray  # user's mouth -> microphone
 
 
-def echo_paths(rng: np.random.Generator, settings: RoomSettings = RoomSettings()) -> EchoPaths:
+def echo_paths(rng: np.random.Generator, settings: RoomSettings | None = None) -> EchoPaths:
     import pyroomacoustics as pra
 
-    room = draw_room(rng, settings)
+    room = draw_room(rng, settings or RoomSettings())
     absorption, max_order = pra.inverse_sabine(room.rt60_s, list(room.dims))
     sim = pra.ShoeBox(list(room.dims), fs=SAMPLE_RATE, materials=pra.Material(absorption), max_order=max_order)
     mic = np.array([room.dims[0] / 2, room.dims[1] / 2, 1.0])

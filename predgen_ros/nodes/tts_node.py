@@ -45,7 +45,7 @@ from .common import (
     seconds,
     stamp,
 )
-from .messages import audio_chunk, first_audio, voice_event, voice_kind
+from .messages import audio_chunk, first_audio, reference_chunk, voice_event, voice_kind
 from .peer_watch import PeerWatch
 
 TTS_PARAMS = {
@@ -55,6 +55,10 @@ TTS_PARAMS = {
     "tts.device": ("", "output device name or index for the speaker sink; empty = system default"),
     "tts.chunk_ms": (50, "audio chunk handed to the sink (ms); a pause or a barge-in silences the voice within two chunks"),
     "tts.realtime": (True, "pace the wav/topic/none sinks at real time (robot_speaking lasts as long as the speech)"),
+    "tts.publish_reference": (
+        True,
+        "publish what the loudspeaker plays on tts/reference, stamped with its play time, for asr_node's echo canceller",
+    ),
     "tts.barge_in": (True, "let the user interrupt the robot (false: it always speaks its reply to the end)"),
     "tts.interruption": (
         "pause",
@@ -82,6 +86,9 @@ class TtsNode(ManagedNode):
         self.first_audio_pub = self.create_publisher(Header, "tts/first_audio", TEXT_QOS)
         self.played_pub = self.create_publisher(String, "tts/played", TEXT_QOS)
         self.interruption_pub = self.create_publisher(Header, "tts/interruption", TEXT_QOS)
+        self.reference_pub = (
+            self.create_publisher(Int16MultiArray, "tts/reference", AUDIO_QOS) if self.p["tts.publish_reference"] else None
+        )
         self.synth: PiperSynthesizer | None = None
         self.sink = None
         self.player: threading.Thread | None = None
@@ -265,7 +272,11 @@ class TtsNode(ManagedNode):
             if first:
                 self.first_audio_pub.publish(first_audio(stamp(time.time()), sentence, cached))
                 first = False
-            self.sink.play(speech.samples[start : start + self.chunk])
+            chunk = speech.samples[start : start + self.chunk]
+            if self.reference_pub is not None:  # before the sink: the canceller should have it before the echo
+                played_at = time.time() if self.sink.paced else max(time.time(), self._play_until)
+                self.reference_pub.publish(reference_chunk(chunk, speech.sample_rate, played_at))
+            self.sink.play(chunk)
             self._pace(min(self.chunk, total - start) / speech.sample_rate)
         self._played.append((piece, 1.0))
         return True
