@@ -141,21 +141,31 @@ class ReplyPlayer:
             self._stale = False
 
     def shutdown(self) -> None:
+        """`run` closes the reply open (a WAV file cut short still gets a valid header) and returns."""
         self._stopping.set()
         self._wake.set()
         with self._ready:
             self._queue.clear()
             self._foreseen = None
             self._ready.notify_all()
-        if self.state is not PlayerState.IDLE:
-            self._close_reply()  # a WAV file cut short still gets a valid header
-        self._ahead.shutdown(wait=True)
+
+    @property
+    def waiting_for_more(self) -> bool:
+        """A reply is open and nothing of it is queued."""
+        return self.state is not PlayerState.IDLE and not self._queue
+
+    @property
+    def stale(self) -> bool:
+        return self._stale
 
     # ------------------------------------------------------------ the loop
     def run(self) -> None:
         """Play until `shutdown`; a failing sentence loses its reply, not the player."""
         while not self._stopping.is_set():
             self.step()
+        if self.state is not PlayerState.IDLE:
+            self._close_reply()
+        self._ahead.shutdown(wait=True)
 
     def step(self, wait_s: float = 0.2) -> None:
         item, foreseen = self._next(wait_s)
