@@ -26,6 +26,7 @@ from .pcm import SAMPLE_RATE, AsrError
 ECHO_CANCELLERS = ("webrtc", "none")
 FRAME = SAMPLE_RATE // 100  # WebRTC's processing frame: 10 ms
 HISTORY_S = 5.0  # reference kept before the newest microphone audio
+SILENCE_PEAK = 64  # a reference chunk no louder than this is silence (int16)
 
 
 class ReferenceTimeline:
@@ -35,12 +36,16 @@ class ReferenceTimeline:
         self.start_s: float | None = None
         self._samples = np.zeros(0, dtype=np.int16)
         self.read_until_s: float | None = None  # the microphone has been processed up to here
+        self.sound_until_s: float | None = None  # the end of the last chunk that was not silence
         self.late_chunks = 0
 
     def played(self, t_s: float, pcm: bytes) -> None:
         """`pcm` (16 kHz int16) started to play at `t_s` on the node's clock."""
         samples = np.frombuffer(pcm, dtype=np.int16)
-        if self.read_until_s is not None and t_s + len(samples) / SAMPLE_RATE <= self.read_until_s:
+        end_s = t_s + len(samples) / SAMPLE_RATE
+        if len(samples) and int(np.max(np.abs(samples.astype(np.int32)))) > SILENCE_PEAK:
+            self.sound_until_s = max(end_s, self.sound_until_s or end_s)
+        if self.read_until_s is not None and end_s <= self.read_until_s:
             self.late_chunks += 1
             return
         if self.start_s is None:
@@ -52,6 +57,10 @@ class ReferenceTimeline:
         if end > len(self._samples):
             self._samples = np.concatenate([self._samples, np.zeros(end - len(self._samples), dtype=np.int16)])
         self._samples[at:end] = samples  # a re-sent chunk overwrites, never doubles
+
+    def sounding(self, t_s: float, tail_s: float) -> bool:
+        """Whether the loudspeaker played sound within `tail_s` before `t_s` (or plays it now)."""
+        return self.sound_until_s is not None and t_s <= self.sound_until_s + tail_s
 
     def read(self, t_s: float, n: int) -> np.ndarray:
         """The `n` samples that played from `t_s` on (silence where nothing played)."""

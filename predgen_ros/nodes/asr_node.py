@@ -29,6 +29,7 @@ from diagnostic_msgs.msg import KeyValue
 from std_msgs.msg import Bool, Header, Int16MultiArray, String
 
 from ..audio.asr import VADS, StreamingAsr, make_vad
+from ..audio.double_talk import ECHO_TAIL_S, ONSET_SHARE, ONSET_WINDOW_S, EchoGuardedVad
 from ..audio.echo import ECHO_CANCELLERS, EchoCanceller
 from ..audio.endpoint import POLICIES, EndpointConfig, Endpointer, EndpointError
 from ..audio.pcm import AUDIO_CHUNK_MS, SAMPLE_RATE, AsrError, chunks, microphone_chunks, read_wav, to_pcm16k
@@ -111,6 +112,12 @@ ASR_PARAMS = {
         "webrtc",
         f"{' | '.join(ECHO_CANCELLERS)}: take the robot's voice (tts/reference) out of the microphone's audio (audio/echo.py)",
     ),
+    "asr.echo.onset_window_s": (
+        ONSET_WINDOW_S,
+        "while the robot's echo may be at the microphone, voice counts once this window of it is mostly voiced "
+        "(audio/double_talk.py)",
+    ),
+    "asr.echo.onset_share": (ONSET_SHARE, "the share of that window's voice-detector frames that must be voiced, (0, 1]"),
 }
 
 
@@ -156,6 +163,7 @@ class AsrNode(ManagedNode):
         self._close_source = None  # what closes the microphone
         self._arrived: queue.Queue[bytes] | None = None  # asr.input topic: the chunks of audio/user
         self.echo: EchoCanceller | None = None
+        self.guarded_vad: EchoGuardedVad | None = None  # with the echo canceller
         self._reference_sub = None
         self._listening = []
         self.thread: threading.Thread | None = None
@@ -220,13 +228,12 @@ class AsrNode(ManagedNode):
         except AsrError as err:
             raise StartupError(str(err)) from None
         try:
-            self.asr = asr = StreamingAsr(
-                recognizer,
-                redecode_final=not self.p["asr.final_from_partial"],
-                vad=make_vad(self.p["asr.vad"], self.p["asr.vad_mode"]),
-            )
+            vad = make_vad(self.p["asr.vad"], self.p["asr.vad_mode"])
+            if self.echo is not None:
+                vad = self.guarded_vad = EchoGuardedVad(vad, self.p["asr.echo.onset_window_s"], self.p["asr.echo.onset_share"])
+            self.asr = asr = StreamingAsr(recognizer, redecode_final=not self.p["asr.final_from_partial"], vad=vad)
             asr.endpointer = self._endpointer(asr)
-        except (AsrError, EndpointError) as err:
+        except (AsrError, EndpointError, ValueError) as err:
             raise StartupError(str(err)) from None
         chunk_s = self.p["asr.chunk_ms"] / 1000.0
         try:
@@ -366,7 +373,9 @@ class AsrNode(ManagedNode):
             heard_s += len(pcm) / (2 * SAMPLE_RATE)
             t0 = time.time() - heard_s
             if self.echo is not None:
-                pcm = self.echo.process(pcm, time.time() - len(pcm) / (2 * SAMPLE_RATE))
+                captured = time.time() - len(pcm) / (2 * SAMPLE_RATE)
+                pcm = self.echo.process(pcm, captured)
+                self.guarded_vad.echo_present = self.echo.reference.sounding(captured, ECHO_TAIL_S)
             # after an early final the user may go on: hear it (tts_node stops on the partial)
             mute = self.p["asr.mute_while_robot_speaks"] and not self._hears_reference()
             muted = self.robot_speaking and mute and not asr.listening_for_more()
@@ -451,8 +460,18 @@ class AsrNode(ManagedNode):
                 "partials": self.partials,
                 "robot_speaking": self.robot_speaking,
                 **self._recognizer_load(),
+                **self._echo_figures(),
             },
         )
+
+    def _echo_figures(self) -> dict:
+        if self.echo is None:
+            return {"echo_cancel": "none"}
+        return {
+            "echo_cancel": "webrtc" if self._hears_reference() else "webrtc (no tts/reference yet: muting as asked)",
+            "echo_reference_late_chunks": self.echo.reference.late_chunks,
+            "echo_voice_frames_held": self.guarded_vad.held_frames if self.guarded_vad else 0,
+        }
 
     def _recognizer_load(self) -> dict:
         """A background recognizer's lag (audio in -> its words out) and call cost, p50/p90 (s)."""
