@@ -17,12 +17,20 @@ def tone(n: int, value: int) -> bytes:
 def test_the_reference_is_read_by_play_time_and_silence_where_nothing_played():
     line = ReferenceTimeline()
     line.played(10.0, tone(160, 7))  # 10 ms from t = 10 s
-    line.played(10.02, tone(160, 9))  # a 10 ms gap, then more
-    got = line.read(9.99, 640)
+    line.played(10.06, tone(160, 9))  # a 50 ms gap, then more
+    got = line.read(9.99, 1280)
     assert (got[:160] == 0).all()  # before anything played
     assert (got[160:320] == 7).all()
-    assert (got[320:480] == 0).all()  # the gap (a lost chunk reads as silence)
-    assert (got[480:640] == 9).all()
+    assert (got[320:1120] == 0).all()  # the gap (a lost chunk reads as silence)
+    assert (got[1120:1280] == 9).all()
+
+
+def test_chunks_stamped_a_little_off_play_back_to_back():
+    line = ReferenceTimeline()
+    line.played(1.0, tone(800, 5))  # 50 ms
+    line.played(1.054, tone(800, 6))  # its stamp 4 ms late: it still follows at 1.05
+    got = line.read(1.0, 1600)
+    assert (got[:800] == 5).all() and (got[800:] == 6).all()
 
 
 def test_a_chunk_older_than_what_the_microphone_has_read_is_late_and_dropped():

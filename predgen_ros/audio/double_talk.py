@@ -25,7 +25,8 @@ ONSET_SHARE = 0.6
 
 class EchoGuardedVad:
     """A voice detector (`frame_bytes`, `is_speech`) that wants sustained voice while
-    `echo_present` (set by the owner before each chunk)."""
+    `echo_present`, and hears none over the echo while `canceller_learning` (both set by
+    the owner before each chunk)."""
 
     def __init__(self, vad, window_s: float = ONSET_WINDOW_S, share: float = ONSET_SHARE):
         if not 0.0 < share <= 1.0:
@@ -38,12 +39,15 @@ class EchoGuardedVad:
         self._recent: deque[bool] = deque(maxlen=frames)
         self._need = max(1, math.ceil(share * frames))
         self.echo_present = False
+        self.canceller_learning = False  # the canceller has not learned the room yet: no voice over the echo
         self.held_frames = 0  # voiced frames not counted: they might have been the robot's echo
 
     def is_speech(self, frame: bytes) -> bool:
         voiced = self.vad.is_speech(frame)
         self._recent.append(voiced)
-        if not voiced or not self.echo_present or sum(self._recent) >= self._need:
+        if not voiced or not self.echo_present:
             return voiced
+        if not self.canceller_learning and sum(self._recent) >= self._need:
+            return True
         self.held_frames += 1
         return False

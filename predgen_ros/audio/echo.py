@@ -26,6 +26,11 @@ from .pcm import SAMPLE_RATE, AsrError
 ECHO_CANCELLERS = ("webrtc", "none")
 FRAME = SAMPLE_RATE // 100  # WebRTC's processing frame: 10 ms
 HISTORY_S = 5.0  # reference kept before the newest microphone audio
+# AEC3 needs a few seconds of the robot's voice to learn the echo path; before that its residue
+# passes for a voice (docs/results/echo.md), so the first seconds a robot ever speaks are not
+# interruptible (audio/double_talk.py)
+LEARNING_S = 3.0
+CONTIGUOUS_S = 0.02  # a chunk stamped this close to the previous one's end follows it (a lost one leaves a gap)
 SILENCE_PEAK = 64  # a reference chunk no louder than this is silence (int16)
 
 
@@ -37,12 +42,15 @@ class ReferenceTimeline:
         self._samples = np.zeros(0, dtype=np.int16)
         self.read_until_s: float | None = None  # the microphone has been processed up to here
         self.sound_until_s: float | None = None  # the end of the last chunk that was not silence
+        self._next_s: float | None = None  # where the last chunk ended: the next one follows it
         self.late_chunks = 0
 
     def played(self, t_s: float, pcm: bytes) -> None:
         """`pcm` (16 kHz int16) started to play at `t_s` on the node's clock."""
         samples = np.frombuffer(pcm, dtype=np.int16)
-        end_s = t_s + len(samples) / SAMPLE_RATE
+        if self._next_s is not None and abs(t_s - self._next_s) <= CONTIGUOUS_S:
+            t_s = self._next_s  # the loudspeaker plays a reply's chunks back to back: stamps only jitter
+        self._next_s = end_s = t_s + len(samples) / SAMPLE_RATE
         if len(samples) and int(np.max(np.abs(samples.astype(np.int32)))) > SILENCE_PEAK:
             self.sound_until_s = max(end_s, self.sound_until_s or end_s)
         if self.read_until_s is not None and end_s <= self.read_until_s:
@@ -81,6 +89,36 @@ class ReferenceTimeline:
             self.start_s += index / SAMPLE_RATE
 
 
+class StreamClock:
+    """When each chunk of a microphone stream was captured, on the wall clock.
+
+    Chunks arrive with jitter, and the canceller needs the microphone's time line to be
+    as steady as its sample clock: a reference that moved by a few milliseconds from
+    chunk to chunk would look like an echo path that never stays the same.  So the
+    capture times lie on one line through the stream's samples, placed at the earliest
+    arrival seen (least delay; an earlier guess only reads the reference sooner, which
+    keeps the echo after it), and moved on only when a chunk comes `jump_s` later than
+    the line says (the source paused)."""
+
+    def __init__(self, jump_s: float = 0.05):
+        self.jump_s = jump_s
+        self._anchor: float | None = None  # wall time of the stream's sample 0
+        self._samples = 0
+        self.jumps = 0
+
+    def captured(self, arrival_s: float, n: int) -> float:
+        """The wall time of the first sample of `n` that arrived whole at `arrival_s`."""
+        guess = arrival_s - n / SAMPLE_RATE - self._samples / SAMPLE_RATE
+        if self._anchor is None or guess < self._anchor:
+            self._anchor = guess
+        elif guess - self._anchor > self.jump_s:
+            self._anchor = guess
+            self.jumps += 1
+        start = self._anchor + self._samples / SAMPLE_RATE
+        self._samples += n
+        return start
+
+
 class EchoCanceller:
     """WebRTC AEC3: `process(mic, t_s)` returns the microphone's audio without the robot's voice."""
 
@@ -93,11 +131,18 @@ class EchoCanceller:
         self._apm = AudioProcessingModule(echo_cancellation=True, noise_suppression=True, high_pass_filter=True)
         self._delay_ms = stream_delay_ms
         self.reference = ReferenceTimeline()
+        self.clock = StreamClock()  # the microphone's capture times
+        self.reference_heard_s = 0.0  # the robot's voice the canceller has learned from so far
         self._pending = b""  # microphone audio short of a 10 ms frame
         self._pending_t = 0.0
 
     def played(self, t_s: float, pcm: bytes) -> None:
         self.reference.played(t_s, pcm)
+
+    @property
+    def learning(self) -> bool:
+        """AEC3 is still learning the room: its first LEARNING_S of the robot's voice."""
+        return self.reference_heard_s < LEARNING_S
 
     def process(self, mic: bytes, t_s: float) -> bytes:
         """`mic`: 16 kHz int16 captured from `t_s` on; returns the cleaned audio, whole
@@ -110,7 +155,10 @@ class EchoCanceller:
         out = bytearray()
         for start in range(0, whole, 2 * FRAME):
             frame_t = self._pending_t + start / 2 / SAMPLE_RATE
-            far = self._frame(self.reference.read(frame_t, FRAME).tobytes(), SAMPLE_RATE, 1, FRAME)
+            reference = self.reference.read(frame_t, FRAME)
+            if np.max(np.abs(reference.astype(np.int32))) > SILENCE_PEAK:
+                self.reference_heard_s += FRAME / SAMPLE_RATE
+            far = self._frame(reference.tobytes(), SAMPLE_RATE, 1, FRAME)
             self._apm.process_reverse_stream(far)
             near = self._frame(audio[start : start + 2 * FRAME], SAMPLE_RATE, 1, FRAME)
             self._apm.set_stream_delay_ms(self._delay_ms)

@@ -220,6 +220,8 @@ class ReplyPlayer:
                 self.events.first_audio(now, sentence, cached)
                 first = False
             chunk = speech.samples[start : start + self.chunk]
+            # stamped with when it plays: for a self-paced schedule its place in it (back to back
+            # with the chunk before), for a device that blocks while playing the hand-over
             self.events.reference(chunk, speech.sample_rate, now if self.sink.paced else max(now, self._play_until))
             self.sink.play(chunk)
             self._pace(len(chunk) / speech.sample_rate)

@@ -22,6 +22,7 @@ from .far_field import RoomSettings
 
 ROBOT_PEAK = 0.5 * 32767  # -6 dBFS
 SNR_DB = 25.0
+CONTIGUOUS = SAMPLE_RATE // 10  # samples: a chunk this close to the last one's end follows it
 PROBE = "Sure, I can help with that. The kitchen light is on now."
 
 
@@ -34,6 +35,7 @@ class RoomMicrophone:
         self._echo = np.zeros(0)  # pending echo from stream index `_base` on
         self._base = 0  # stream index of the next sample to hand out
         self._t0: float | None = None  # wall time of stream index 0
+        self._robot_next: int | None = None  # stream index where the loudspeaker's last chunk ended
         self.paths: EchoPaths | None = None
         self.gain = 1.0
         self.noise_rms = 0.0
@@ -60,13 +62,17 @@ class RoomMicrophone:
         """A chunk the loudspeaker played at `t_wall`: its echo, from then on."""
         if self.paths is None or self._t0 is None:
             return
-        echo = np.convolve(np.frombuffer(to_pcm16k(samples.astype(np.int16), rate), dtype=np.int16), self.paths.robot)
+        samples_16k = np.frombuffer(to_pcm16k(samples.astype(np.int16), rate), dtype=np.int16)
+        echo = np.convolve(samples_16k, self.paths.robot)
         with self._lock:
-            at = int(round((t_wall - self._t0) * SAMPLE_RATE)) - self._base
-            if at < 0:
+            at = int(round((t_wall - self._t0) * SAMPLE_RATE))
+            if self._robot_next is not None and abs(at - self._robot_next) <= CONTIGUOUS:
+                at = self._robot_next  # a loudspeaker plays the chunks of a reply back to back
+            self._robot_next = at + len(samples_16k)
+            if at < self._base:
                 self.late_chunks += 1
-                at = 0
-            self._add(echo, at)
+                at = self._base
+            self._add(echo, at - self._base)
 
     def user_clip(self, pcm16k: np.ndarray) -> np.ndarray:
         """The user's clip as the microphone hears it from where they stand (not yet scaled)."""

@@ -373,9 +373,10 @@ class AsrNode(ManagedNode):
             heard_s += len(pcm) / (2 * SAMPLE_RATE)
             t0 = time.time() - heard_s
             if self.echo is not None:
-                captured = time.time() - len(pcm) / (2 * SAMPLE_RATE)
+                captured = self.echo.clock.captured(time.time(), len(pcm) // 2)
                 pcm = self.echo.process(pcm, captured)
                 self.guarded_vad.echo_present = self.echo.reference.sounding(captured, ECHO_TAIL_S)
+                self.guarded_vad.canceller_learning = self.echo.learning
             # after an early final the user may go on: hear it (tts_node stops on the partial)
             mute = self.p["asr.mute_while_robot_speaks"] and not self._hears_reference()
             muted = self.robot_speaking and mute and not asr.listening_for_more()
