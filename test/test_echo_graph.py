@@ -3,12 +3,9 @@ echo canceller) hears a simulated room where tts_node's loudspeaker plays 0.3 m 
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import rclpy
 
-from predgen_ros.audio.pcm import to_pcm16k
-from predgen_ros.audio.tts import PiperSynthesizer
 from predgen_ros.eval.echo_mic import RoomMicrophone, probe_speech
 from predgen_ros.eval.interruption_bag import Trial, first_voiced_s
 from predgen_ros.eval.interruptions import GRAPH_OVERRIDES, HEARING, NODES, ROBOT_IN_MIC, AudioFeed, Recorder, run_trial
@@ -38,30 +35,19 @@ def room_graph(tmp_path_factory):
     rclpy.try_shutdown()
 
 
-@pytest.fixture(scope="module")
-def voice():
-    synth = PiperSynthesizer(reproducible=True)
-
-    def say(text):
-        speech = synth.synthesize(text)
-        return np.frombuffer(to_pcm16k(speech.samples, speech.sample_rate), dtype=np.int16)
-
-    return say
-
-
-def test_the_robot_hearing_its_own_reply_goes_on_speaking(room_graph, voice):
+def test_the_robot_hearing_its_own_reply_goes_on_speaking(room_graph, piper_voice):
     rec, feed = room_graph
     for number in range(2):  # the first reply also lets the canceller learn the room
-        result = run_trial(rec, feed, "pause", Trial(number, "silence", REQUEST, "", 0.0), voice(REQUEST), None)
+        result = run_trial(rec, feed, "pause", Trial(number, "silence", REQUEST, "", 0.0), piper_voice(REQUEST), None)
         assert result.spoke, result
         assert not result.paused and not result.stopped and result.new_turn == "", result
 
 
-def test_a_real_question_over_the_reply_stops_it_and_is_answered(room_graph, voice):
+def test_a_real_question_over_the_reply_stops_it_and_is_answered(room_graph, piper_voice):
     rec, feed = room_graph
     question = "What is the capital of France?"
-    audio = voice(question)
+    audio = piper_voice(question)
     trial = Trial(2, "barge_in", REQUEST, question, 0.6, first_voiced_s(audio))
-    result = run_trial(rec, feed, "pause", trial, voice(REQUEST), audio)
+    result = run_trial(rec, feed, "pause", trial, piper_voice(REQUEST), audio)
     assert result.spoke and result.stopped and result.silence_s is not None, result
     assert result.answered and "capital" in result.new_turn.lower(), result
