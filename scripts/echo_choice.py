@@ -47,7 +47,10 @@ class Speex:
     """Speex's canceller (libspeexdsp through the speexdsp-aec wheel), 20 ms frames, 200 ms tail."""
 
     def __init__(self):
-        from speexdsp_aec import SpeexAec
+        try:
+            from speexdsp_aec import SpeexAec
+        except ImportError:
+            raise SystemExit("--cancellers speex needs `pip install speexdsp-aec` and libspeexdsp1 (apt)") from None
 
         self._aec = SpeexAec(SAMPLE_RATE, frame_ms=20, filter_tail_ms=200)
 

@@ -40,7 +40,9 @@ def test_the_robot_hearing_its_own_reply_goes_on_speaking(room_graph, piper_voic
     for number in range(2):  # the first reply also lets the canceller learn the room
         result = run_trial(rec, feed, "pause", Trial(number, "silence", REQUEST, "", 0.0), piper_voice(REQUEST), None)
         assert result.spoke, result
-        assert not result.paused and not result.stopped and result.new_turn == "", result
+        # it may pause on the canceller's residue (docs/results/echo.md), but it goes on, and makes no turn of it
+        assert not result.stopped and result.new_turn == "", result
+        assert result.resumed or not result.paused, result
 
 
 def test_a_real_question_over_the_reply_stops_it_and_is_answered(room_graph, piper_voice):

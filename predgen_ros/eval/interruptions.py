@@ -227,7 +227,7 @@ def run_trial(rec: Recorder, feed: AudioFeed, policy: str, trial: Trial, questio
         return result
     result.spoke = True
     if event is None:  # the user says nothing: does the robot's own voice pause it, stop it or make a turn?
-        return _own_voice(rec, result, voice, reports, request_end + 2 * REACTION_S)
+        return _own_voice(rec, result, voice, reports, rec.speaking[-1][0])
     rec.spin_for(trial.after_s)
     speaking = len(rec.speaking)
     onset = feed.play(event) + trial.onset_s
@@ -256,17 +256,16 @@ def run_trial(rec: Recorder, feed: AudioFeed, policy: str, trial: Trial, questio
     return result
 
 
-def _own_voice(rec: Recorder, result: TrialResult, voice: int, reports: int, after: float) -> TrialResult:
+def _own_voice(rec: Recorder, result: TrialResult, voice: int, reports: int, reply_began: float) -> TrialResult:
     """A reply with no user speech over it: it should play out untouched (a turn whose
-    speech ended `after` that, REACTION_S past the request's last voiced sample, was made
-    of the robot's own voice)."""
+    speech ended after the reply began was made of the robot's own voice)."""
     rec.wait_for(lambda: not rec.is_speaking, REPLY_TIMEOUT_S)
     rec.spin_for(1.5)  # a turn made of the robot's own voice or its echo's tail
     kinds = [what for _, what in rec.voice[voice:]]
     result.event_over_speech = True
     result.paused, result.stopped = "pause" in kinds, "stop" in kinds
     result.resumed = "pause" in kinds and "resume" in kinds[kinds.index("pause") :]
-    own = [r for r in rec.reports[reports:] if float(r["t_end_of_speech"]) > after]
+    own = [r for r in rec.reports[reports:] if float(r["t_end_of_speech"]) > reply_began]
     result.new_turn = own[0]["transcript"] if own else ""
     return result
 

@@ -109,8 +109,9 @@ ASR_PARAMS = {
         "only while no tts/reference reaches the echo canceller",
     ),
     "asr.echo_cancel": (
-        "webrtc",
-        f"{' | '.join(ECHO_CANCELLERS)}: take the robot's voice (tts/reference) out of the microphone's audio (audio/echo.py)",
+        "none",
+        f"{' | '.join(ECHO_CANCELLERS)}: take the robot's voice (tts/reference) out of the microphone's audio and listen "
+        "while it speaks (audio/echo.py; not yet the default: docs/results/echo.md)",
     ),
     "asr.echo.onset_window_s": (
         ONSET_WINDOW_S,
