@@ -19,6 +19,7 @@ from lifecycle_msgs.srv import ChangeState, GetState
 
 from .bringup import Graph, GraphError
 
+ASK_AGAIN_S = 5.0  # a lifecycle state asked for and not answered within this is asked again
 TRANSITIONS = {
     "configure": Transition.TRANSITION_CONFIGURE,
     "activate": Transition.TRANSITION_ACTIVATE,
@@ -82,8 +83,18 @@ class GraphProbe:
         return future.result()
 
     def state(self, node: str, timeout: float = 120.0) -> str:
-        """`node`'s lifecycle state: unconfigured, inactive, active or finalized."""
-        return self._call(node, "get_state", GetState, GetState.Request(), timeout).current_state.label
+        """`node`'s lifecycle state: unconfigured, inactive, active or finalized.  A request
+        left unanswered is sent again every ASK_AGAIN_S (asking is harmless): a service is
+        "ready" once its request reader matched, and the first answer can be lost while the
+        answer's own reader is still being matched (seen after a previous graph's shutdown)."""
+        deadline = time.time() + timeout
+        while True:
+            wait = max(0.1, min(ASK_AGAIN_S, deadline - time.time()))
+            try:
+                return self._call(node, "get_state", GetState, GetState.Request(), wait).current_state.label
+            except GraphError:
+                if time.time() >= deadline:
+                    raise
 
     def change_state(self, node: str, transition: str, timeout: float = 300.0) -> bool:
         """Ask `node` for a lifecycle transition (configure, activate, deactivate, cleanup); True if it made it."""
@@ -99,7 +110,7 @@ class GraphProbe:
 
         def active(node: str) -> bool:
             try:
-                return self.state(node, min(5.0, max(0.1, deadline - time.time()))) == "active"
+                return self.state(node, min(ASK_AGAIN_S, max(0.1, deadline - time.time()))) == "active"
             except GraphError:
                 if self.graph is not None and self.graph.exited() is not None:
                     raise
