@@ -72,11 +72,17 @@ class FakeUser:
             self.final.publish(String(data=text))
 
     def turn(self, text, graph):
-        """Say `text` and wait for its latency report and the end of its audio."""
+        """Once the robot is silent, say `text`; wait for the report of this turn and the end
+        of its audio (the first reply to end after a silent start is this one's)."""
+        self.spin_until(lambda: not self._speaking, graph=graph)  # the floor is the user's: no barge-in
         reports, spoken = len(self.reports), self.replies_spoken
+
+        def own_report():
+            return next((r for r in self.reports[reports:] if r["transcript"] == text), None)
+
         self.say(text, graph)
-        self.spin_until(lambda: len(self.reports) > reports and self.replies_spoken > spoken, graph=graph)
-        return self.reports[-1]
+        self.spin_until(lambda: own_report() is not None and self.replies_spoken > spoken, graph=graph)
+        return own_report()
 
 
 @pytest.fixture(scope="module")
@@ -171,6 +177,7 @@ def test_turns_produce_speech_reports_and_use_history(graph):
 
 def test_bad_input_is_survived_and_the_next_turn_answered(graph):
     g, user, _ = graph
+    user.spin_until(lambda: not user._speaking, graph=g)  # not over a reply: that would be judged by turn rules
     reports, ignored = len(user.reports), ignored_messages(user, g)
     user.partial.publish(String(data="   "))  # whitespace hypothesis
     user.final.publish(String(data=""))  # empty final, no partials
