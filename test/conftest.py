@@ -125,3 +125,20 @@ def make_session():
         return Session(lm, EngineConfig(**overrides), StepClock())
 
     return make
+
+
+@pytest.fixture(scope="session")
+def piper_voice():
+    """Piper's embedded voice saying a text, as 16 kHz int16 samples (a user's clip)."""
+    import numpy as np
+
+    from predgen_ros.audio.pcm import to_pcm16k
+    from predgen_ros.audio.tts import PiperSynthesizer
+
+    synth = PiperSynthesizer(reproducible=True)
+
+    def say(text):
+        speech = synth.synthesize(text)
+        return np.frombuffer(to_pcm16k(speech.samples, speech.sample_rate), dtype=np.int16)
+
+    return say

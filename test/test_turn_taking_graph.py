@@ -7,8 +7,6 @@ import numpy as np
 import pytest
 import rclpy
 
-from predgen_ros.audio.pcm import to_pcm16k
-from predgen_ros.audio.tts import PiperSynthesizer
 from predgen_ros.eval.interruption_bag import Trial, burst, first_voiced_s
 from predgen_ros.eval.interruptions import GRAPH_OVERRIDES, NODES, AudioFeed, Recorder, run_trial
 from predgen_ros.nodes.bringup import Graph, default_params_file
@@ -36,37 +34,26 @@ def live(tmp_path_factory):
     rclpy.try_shutdown()
 
 
-@pytest.fixture(scope="module")
-def voice():
-    synth = PiperSynthesizer(reproducible=True)
-
-    def say(text):
-        speech = synth.synthesize(text)
-        return np.frombuffer(to_pcm16k(speech.samples, speech.sample_rate), dtype=np.int16)
-
-    return say
-
-
 def trial(kind, event, event_audio, number):
     return Trial(number, kind, QUESTION, event, 0.4, first_voiced_s(event_audio))  # early in the reply
 
 
 @pytest.mark.parametrize("event", ["cough", "Mm-hmm."])
-def test_a_cough_or_an_acknowledgement_over_the_reply_does_not_end_it(live, voice, event):
+def test_a_cough_or_an_acknowledgement_over_the_reply_does_not_end_it(live, piper_voice, event):
     rec, feed = live
-    audio = burst("cough", np.random.default_rng(0)) if event == "cough" else voice(event)
+    audio = burst("cough", np.random.default_rng(0)) if event == "cough" else piper_voice(event)
     kind = "burst" if event == "cough" else "backchannel"
-    result = run_trial(rec, feed, "pause", trial(kind, event, audio, 0), voice(QUESTION), audio)
+    result = run_trial(rec, feed, "pause", trial(kind, event, audio, 0), piper_voice(QUESTION), audio)
     assert result.spoke and result.event_over_speech, result
     assert not result.stopped and result.new_turn == "", result  # the reply went on, and no turn was made of it
     assert result.resumed or not result.paused, result  # a pause, if any, resumed
 
 
-def test_a_real_question_over_the_reply_stops_it_and_is_answered(live, voice):
+def test_a_real_question_over_the_reply_stops_it_and_is_answered(live, piper_voice):
     rec, feed = live
     question = "What is the capital of France?"
-    audio = voice(question)
-    result = run_trial(rec, feed, "pause", trial("barge_in", question, audio, 1), voice(QUESTION), audio)
+    audio = piper_voice(question)
+    result = run_trial(rec, feed, "pause", trial("barge_in", question, audio, 1), piper_voice(QUESTION), audio)
     assert result.spoke and result.stopped and result.silence_s is not None, result
     assert result.answered and "capital" in result.new_turn, result
     # the history holds what was heard, as tts_node said it: the played text, marked cut off

@@ -32,6 +32,23 @@ def register(sub) -> None:
     ev.add_argument("--out", type=Path, default=Path("interruptions-out"), help="output folder (default interruptions-out)")
     ev.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file (default: config/predgen.yaml)")
     ev.add_argument("--limit", type=int, default=None, help="only the first N trials")
+    ev.add_argument(
+        "--robot-in-mic",
+        type=int,
+        default=None,
+        metavar="ROOM_SEED",
+        help="mix the robot's own voice into the microphone through rooms drawn from this seed (eval/echo_mic.py)",
+    )
+    ev.add_argument(
+        "--hearing",
+        type=comma_list(str),
+        default=["echo"],
+        help="with --robot-in-mic: from echo (the canceller, the default), mute (no canceller, muted while the robot "
+        "speaks), open (neither); one run each (default echo)",
+    )
+    ev.add_argument(
+        "--silent-trials", type=int, default=0, help="also N replies with nothing said over them, between the bag's trials"
+    )
     add_asr_backend_option(ev)
     add_set_option(ev, "any node parameter (repeatable)")
     ev.set_defaults(run=cmd_eval)
@@ -59,26 +76,43 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from ..eval.interruption_bag import read_interruption_bag
-    from ..eval.interruptions import POLICIES, format_summary, run_policy, summarize, write_results
+    from ..eval.interruptions import (
+        HEARING,
+        POLICIES,
+        format_summary,
+        interleave,
+        run_policy,
+        silent_trials,
+        summarize,
+        write_results,
+    )
 
     unknown = [p for p in args.policies if p not in POLICIES]
     if unknown:
         raise ConfigError(f"--policies: unknown {', '.join(unknown)} (choose from {', '.join(POLICIES)})")
+    unknown = [h for h in args.hearing if h not in HEARING]
+    if unknown:
+        raise ConfigError(f"--hearing: unknown {', '.join(unknown)} (choose from {', '.join(HEARING)})")
+    if args.silent_trials < 0:
+        raise ConfigError(f"--silent-trials must be >= 0, got {args.silent_trials}")
     check_limit(args.limit)
     params_file = params_file_or_default(args.params)
     trials = read_interruption_bag(args.bag or _default_bag(), args.limit)  # a bad bag fails before any node starts
+    trials = interleave(silent_trials(trials, args.silent_trials), trials)
+    hearings = args.hearing if args.robot_in_mic is not None else [None]
+    runs = [(policy, hearing) for policy in args.policies for hearing in hearings]
     args.out.mkdir(parents=True, exist_ok=True)
     import rclpy
 
     results = []
     rclpy.init()
     try:
-        with tqdm(total=len(trials) * len(args.policies), desc="eval-interruptions", unit="trial") as bar:
-            for policy in args.policies:
-                bar.set_postfix_str(policy)
-                results += run_policy(
-                    policy, trials, params_file, args.out, {"asr.backend": args.asr_backend, **dict(args.set)}, bar.update
-                )
+        with tqdm(total=len(trials) * len(runs), desc="eval-interruptions", unit="trial") as bar:
+            for policy, hearing in runs:
+                label = policy if hearing is None else f"{policy}-{hearing}"
+                bar.set_postfix_str(label)
+                extra = {"asr.backend": args.asr_backend, **HEARING.get(hearing, {}), **dict(args.set)}
+                results += run_policy(policy, trials, params_file, args.out, extra, bar.update, args.robot_in_mic, label)
     finally:
         rclpy.try_shutdown()
     summary = summarize(results)

@@ -33,6 +33,8 @@ from ..audio.pcm import SAMPLE_RATE
 from ..audio.recognizers import DEFAULT_RECOGNIZER
 from ..nodes.bringup import Graph
 from ..nodes.probe import GraphProbe
+from .asr_quality import reference_words, word_errors
+from .echo_mic import RoomMicrophone, probe_speech
 from .interruption_bag import KINDS, Trial, last_voiced_s
 from .records import percentile
 
@@ -53,6 +55,17 @@ GRAPH_OVERRIDES = {
     "tts.sink": "none",
     "tts.realtime": True,
 }
+# --robot-in-mic: the loudspeaker's sound is published (eval/echo_mic.py mixes it into the
+# microphone) and asr_node hears the room as configured (`--hearing`).
+ROBOT_IN_MIC = {"tts.sink": "topic", "asr.mute_while_robot_speaks": True}
+HEARING = {
+    "echo": {"asr.echo_cancel": "webrtc"},  # the defaults: the canceller, so no mute
+    "mute": {"asr.echo_cancel": "none", "asr.mute_while_robot_speaks": True},  # the default before echo cancellation
+    "open": {"asr.echo_cancel": "none", "asr.mute_while_robot_speaks": False},  # neither
+}
+ROOM_BLOCK = 10  # trials in one room before the next
+SILENCE = "silence"  # a trial with nothing said over the reply
+SILENT_NUMBER = 1000  # silent trials are numbered from here
 
 
 @dataclass
@@ -92,14 +105,16 @@ class TrialResult:
 
 class AudioFeed:
     """A live microphone stand-in: 100 ms chunks on `audio/user` at real time, silence
-    unless a clip is queued; `play` returns when the clip's first chunk went out."""
+    unless a clip is queued; `play` returns when the clip's first chunk went out.  With a
+    `room` (eval/echo_mic.py) the microphone also hears the robot's loudspeaker."""
 
-    def __init__(self, node):
+    def __init__(self, node, room=None):
         from std_msgs.msg import Int16MultiArray
 
         from ..nodes.common import TEXT_QOS
 
         self.pub = node.create_publisher(Int16MultiArray, "audio/user", TEXT_QOS)
+        self.room = room
         self._chunks: deque = deque()  # (clip number where a clip begins, else None; 16 kHz samples)
         self._started: dict[int, float] = {}
         self._clips = 0
@@ -111,13 +126,16 @@ class AudioFeed:
         from ..nodes.messages import audio_chunk
 
         size = int(CHUNK_S * SAMPLE_RATE)
-        silence = np.zeros(size, dtype=np.int16)
+        silence = np.zeros(size)
         t = time.time()
+        if self.room is not None:
+            self.room.start(t)
         while not self._stop.is_set():
             t += CHUNK_S
             self._stop.wait(max(0.0, t - time.time()))
             clip, chunk = self._chunks.popleft() if self._chunks else (None, silence)
-            self.pub.publish(audio_chunk(chunk, SAMPLE_RATE))
+            pcm = self.room.next_chunk(chunk) if self.room is not None else chunk.astype(np.int16)
+            self.pub.publish(audio_chunk(pcm, SAMPLE_RATE))
             if clip is not None:
                 self._started[clip] = time.time() - CHUNK_S  # the chunk's audio began a chunk ago
 
@@ -126,8 +144,9 @@ class AudioFeed:
         self._clips += 1
         clip = self._clips
         size = int(CHUNK_S * SAMPLE_RATE)
-        for start in range(0, len(pcm), size):
-            piece = pcm[start : start + size]
+        heard = self.room.user_clip(pcm) if self.room is not None else pcm.astype(np.float64)
+        for start in range(0, len(heard), size):
+            piece = heard[start : start + size]
             self._chunks.append((clip if start == 0 else None, np.pad(piece, (0, size - len(piece)))))
         while clip not in self._started:
             time.sleep(0.01)
@@ -141,12 +160,13 @@ class AudioFeed:
 class Recorder(GraphProbe):
     """Records what the graph says about the robot's voice and its turns."""
 
-    def __init__(self):
+    def __init__(self, room=None):
         from diagnostic_msgs.msg import DiagnosticArray
-        from std_msgs.msg import Bool, Header, String
+        from std_msgs.msg import Bool, Header, Int16MultiArray, String
         from std_srvs.srv import Trigger
 
-        from ..nodes.common import TEXT_QOS, seconds
+        from ..nodes.common import AUDIO_QOS, TEXT_QOS, seconds
+        from ..nodes.messages import audio_rate
 
         super().__init__("predgen_interruptions")
         self.speaking: list[tuple[float, bool]] = []
@@ -162,6 +182,9 @@ class Recorder(GraphProbe):
             sub(String, "tts/played", lambda m: self.played.append(m.data), TEXT_QOS),
             sub(DiagnosticArray, "predgen/latency", self._on_report, TEXT_QOS),
         ]
+        if room is not None:  # the loudspeaker's sound, into the room's microphone as it plays
+            played = lambda m: room.robot_played(np.asarray(m.data, dtype=np.int16), audio_rate(m), time.time())  # noqa: E731
+            self.listening.append(sub(Int16MultiArray, "tts/audio", played, AUDIO_QOS))
 
     def hears_the_graph(self) -> bool:
         """Every topic recorded has a matched writer: nothing the graph says is missed."""
@@ -203,6 +226,8 @@ def run_trial(rec: Recorder, feed: AudioFeed, policy: str, trial: Trial, questio
     if not rec.wait_for(lambda: replied() and rec.is_speaking, REPLY_TIMEOUT_S):
         return result
     result.spoke = True
+    if event is None:  # the user says nothing: does the robot's own voice pause it, stop it or make a turn?
+        return _own_voice(rec, result, voice, reports, rec.speaking[-1][0])
     rec.spin_for(trial.after_s)
     speaking = len(rec.speaking)
     onset = feed.play(event) + trial.onset_s
@@ -231,27 +256,66 @@ def run_trial(rec: Recorder, feed: AudioFeed, policy: str, trial: Trial, questio
     return result
 
 
-def run_policy(policy: str, trials, params_file: Path, out: Path, extra: dict, progress=None) -> list[TrialResult]:
-    overrides = {**GRAPH_OVERRIDES, **extra, **POLICIES[policy]}
+def _own_voice(rec: Recorder, result: TrialResult, voice: int, reports: int, reply_began: float) -> TrialResult:
+    """A reply with no user speech over it: it should play out untouched (a turn whose
+    speech ended after the reply began was made of the robot's own voice)."""
+    rec.wait_for(lambda: not rec.is_speaking, REPLY_TIMEOUT_S)
+    rec.spin_for(1.5)  # a turn made of the robot's own voice or its echo's tail
+    kinds = [what for _, what in rec.voice[voice:]]
+    result.event_over_speech = True
+    result.paused, result.stopped = "pause" in kinds, "stop" in kinds
+    result.resumed = "pause" in kinds and "resume" in kinds[kinds.index("pause") :]
+    own = [r for r in rec.reports[reports:] if float(r["t_end_of_speech"]) > reply_began]
+    result.new_turn = own[0]["transcript"] if own else ""
+    return result
+
+
+def silent_trials(trials, count: int) -> list:
+    """`count` trials of the bag's requests with nothing said over the reply (kind SILENCE)."""
+    picked = [trials[i % len(trials)] for i in range(count)]
+    return [(Trial(SILENT_NUMBER + i, SILENCE, t.question, "", 0.0), question, None) for i, (t, question, _) in enumerate(picked)]
+
+
+def interleave(first: list, second: list) -> list:
+    out = []
+    for i in range(max(len(first), len(second))):
+        out += first[i : i + 1] + second[i : i + 1]
+    return out
+
+
+def run_policy(
+    policy: str, trials, params_file: Path, out: Path, extra: dict, progress=None, room_seed: int | None = None, label: str = ""
+) -> list[TrialResult]:
+    """One graph, every trial.  `room_seed`: the robot's voice in the microphone through
+    seeded rooms (a new room every ROOM_BLOCK trials); `label` names the run (policy)."""
+    label = label or policy
+    overrides = {**GRAPH_OVERRIDES, **(ROBOT_IN_MIC if room_seed is not None else {}), **extra, **POLICIES[policy]}
+    room = RoomMicrophone(probe_speech()) if room_seed is not None else None
     results = []
-    with open(out / f"{policy}.log", "w") as log, Graph(params_file, overrides, nodes=NODES, log=log) as graph:
-        rec = Recorder()
+    with open(out / f"{label}.log", "w") as log, Graph(params_file, overrides, nodes=NODES, log=log) as graph:
+        rec = Recorder(room)
         rec.graph = graph
         rec.wait_active(NODES)
-        feed = AudioFeed(rec.node)  # silence until the first trial: wait_quiet's QUIET_S of it comes first
+        feed = AudioFeed(rec.node, room)  # silence until the first trial: wait_quiet's QUIET_S of it comes first
         try:
             rec.spin_until(
                 lambda: rec.reset.service_is_ready() and feed.pub.get_subscription_count() > 0 and rec.hears_the_graph(),
                 120,
                 "the graph",
             )
-            for trial, question, event in trials:
-                results.append(run_trial(rec, feed, policy, trial, question, event))
+            for i, (trial, question, event) in enumerate(trials):
+                if room is not None and i % ROOM_BLOCK == 0:
+                    rec.wait_quiet()  # the robot does not change rooms mid-reply
+                    room.enter_room(room_seed * 1000 + i // ROOM_BLOCK)
+                results.append(run_trial(rec, feed, label, trial, question, event))
                 if progress:
                     progress()
         finally:
             feed.close()
             rec.close()
+    if room is not None:
+        with open(out / f"{label}.log", "a") as log:
+            log.write(f"room microphone: {room.clipped} samples clipped, {room.late_chunks} loudspeaker chunks late\n")
     return results
 
 
@@ -261,11 +325,21 @@ def summarize(results: list[TrialResult]) -> dict:
     for policy in dict.fromkeys(r.policy for r in results):
         mine = [r for r in results if r.policy == policy and r.spoke and r.event_over_speech]
         row = {"trials": sum(r.policy == policy for r in results), "scored": len(mine)}
-        for kind in KINDS:
+        for kind in (*KINDS, SILENCE):
             of_kind = [r for r in mine if r.kind == kind]
             n = len(of_kind) or 1
-            if kind == "barge_in":
+            if kind == SILENCE:
+                if of_kind:
+                    row[kind] = {
+                        "replies": len(of_kind),
+                        "self_pauses": sum(r.paused for r in of_kind),
+                        "self_stops": sum(r.stopped for r in of_kind),
+                        "own_voice_turns": sum(bool(r.new_turn) for r in of_kind),
+                    }
+            elif kind == "barge_in":
                 silences = [r.silence_s for r in of_kind if r.silence_s is not None]
+                errors = sum(word_errors(reference_words(r.event), reference_words(r.new_turn)) for r in of_kind)
+                words = sum(len(reference_words(r.event)) for r in of_kind)
                 row[kind] = {
                     "events": len(of_kind),
                     "missed": sum(not r.stopped for r in of_kind),
@@ -273,6 +347,7 @@ def summarize(results: list[TrialResult]) -> dict:
                     "silence_p90_s": percentile(silences, 0.9),
                     "answered": sum(r.answered for r in of_kind),
                     "history_matches": sum(r.history_matches for r in of_kind),
+                    "turn_wer": errors / words if words else None,
                 }
             else:
                 row[kind] = {
@@ -294,16 +369,22 @@ def format_summary(summary: dict) -> str:
 
     lines = [
         "| policy | acknowledgements: false stops | resumed pauses | new turns | bursts: false stops | resumed pauses | "
-        "new turns | barge-ins: missed | silence p50 / p90 (s) | answered | history = played | replies lost |",
-        "|---|" + "---:|" * 11,
+        "new turns | barge-ins: missed | silence p50 / p90 (s) | answered | history = played | WER of their turns | "
+        "replies with nothing said: self-pauses / self-stops / turns of its own voice | replies lost |",
+        "|---|" + "---:|" * 13,
     ]
     for policy, row in summary.items():
         a, b, c = row["backchannel"], row["burst"], row["barge_in"]
+        quiet = row.get(SILENCE)
+        own = (
+            f"{quiet['self_pauses']} / {quiet['self_stops']} / {quiet['own_voice_turns']} of {quiet['replies']}" if quiet else "-"
+        )
+        wer = "-" if c["turn_wer"] is None else f"{c['turn_wer']:.1%}"
         lines.append(
             f"| {policy} | {a['false_stops']}/{a['events']} ({a['false_stop_rate']:.0%}) | {a['resumed']} | {a['new_turns']} "
             f"| {b['false_stops']}/{b['events']} ({b['false_stop_rate']:.0%}) | {b['resumed']} | {b['new_turns']} "
             f"| {c['missed']}/{c['events']} | {fmt(c['silence_p50_s'])} / {fmt(c['silence_p90_s'])} "
-            f"| {c['answered']}/{c['events']} | {c['history_matches']}/{c['events']} | {row['lost_replies']} |"
+            f"| {c['answered']}/{c['events']} | {c['history_matches']}/{c['events']} | {wer} | {own} | {row['lost_replies']} |"
         )
     return "\n".join(lines)
 

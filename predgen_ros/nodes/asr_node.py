@@ -29,15 +29,17 @@ from diagnostic_msgs.msg import KeyValue
 from std_msgs.msg import Bool, Header, Int16MultiArray, String
 
 from ..audio.asr import VADS, StreamingAsr, make_vad
+from ..audio.double_talk import ECHO_TAIL_S, ONSET_SHARE, ONSET_WINDOW_S, EchoGuardedVad
+from ..audio.echo import ECHO_CANCELLERS, EchoCanceller
 from ..audio.endpoint import POLICIES, EndpointConfig, Endpointer, EndpointError
-from ..audio.pcm import AUDIO_CHUNK_MS, SAMPLE_RATE, AsrError, chunks, microphone_chunks, read_wav
+from ..audio.pcm import AUDIO_CHUNK_MS, SAMPLE_RATE, AsrError, chunks, microphone_chunks, read_wav, to_pcm16k
 from ..audio.recognizers import DEFAULT_RECOGNIZER, RECOGNIZERS, make_recognizer
 from ..audio.text_asr import CHARS_PER_MINUTE, QuestionError, load_questions, text_partials
 from ..audio.whisper import COMPUTE_TYPES, DEVICES, WhisperSettings
 from ..audio.whisper_models import EMBEDDED_MODELS
 from ..events import Heard
-from .common import ERROR, OK, TEXT_QOS, WARN, ManagedNode, StartupError, run_node, stamp
-from .messages import audio_rate, speech_end, voice_event
+from .common import AUDIO_QOS, ERROR, OK, TEXT_QOS, WARN, ManagedNode, StartupError, run_node, stamp
+from .messages import audio_rate, played_at, speech_end, voice_event
 from .peer_watch import PeerWatch
 
 ASR_PARAMS = {
@@ -101,7 +103,22 @@ ASR_PARAMS = {
     "asr.text.wait_for_reply": (True, "text backend: wait until the robot has answered before the next utterance"),
     "asr.text.reply_timeout_s": (120.0, "text backend: give up waiting for a reply after this long"),
     "asr.text.gap_s": (1.0, "text backend: silence before each utterance (s)"),
-    "asr.mute_while_robot_speaks": (True, "ignore audio while robot_speaking is true (no echo of the robot's voice)"),
+    "asr.mute_while_robot_speaks": (
+        True,
+        "ignore audio while robot_speaking is true (no echo of the robot's voice); "
+        "only while no tts/reference reaches the echo canceller",
+    ),
+    "asr.echo_cancel": (
+        "none",
+        f"{' | '.join(ECHO_CANCELLERS)}: take the robot's voice (tts/reference) out of the microphone's audio and listen "
+        "while it speaks (audio/echo.py; not yet the default: docs/results/echo.md)",
+    ),
+    "asr.echo.onset_window_s": (
+        ONSET_WINDOW_S,
+        "while the robot's echo may be at the microphone, voice counts once this window of it is mostly voiced "
+        "(audio/double_talk.py)",
+    ),
+    "asr.echo.onset_share": (ONSET_SHARE, "the share of that window's voice-detector frames that must be voiced, (0, 1]"),
 }
 
 
@@ -146,11 +163,23 @@ class AsrNode(ManagedNode):
         self._source = None  # configured: runs the source until it ends or the node deactivates
         self._close_source = None  # what closes the microphone
         self._arrived: queue.Queue[bytes] | None = None  # asr.input topic: the chunks of audio/user
+        self.echo: EchoCanceller | None = None
+        self.guarded_vad: EchoGuardedVad | None = None  # with the echo canceller
+        self._reference_sub = None
         self._listening = []
         self.thread: threading.Thread | None = None
 
     # ------------------------------------------------------------- lifecycle
     def configure(self) -> None:
+        if self.p["asr.echo_cancel"] not in ECHO_CANCELLERS:
+            raise StartupError(
+                f"asr.echo_cancel: unknown canceller {self.p['asr.echo_cancel']!r} (choose one of {', '.join(ECHO_CANCELLERS)})"
+            )
+        if self.p["asr.echo_cancel"] == "webrtc" and self.p["asr.backend"] != "text":
+            try:
+                self.echo = EchoCanceller()
+            except AsrError as err:
+                raise StartupError(str(err)) from None
         self._source = self._open_source()
 
     def activate(self) -> None:
@@ -162,6 +191,9 @@ class AsrNode(ManagedNode):
         ]
         if self._arrived is not None:
             self._listening.append(self.create_subscription(Int16MultiArray, "audio/user", self._on_audio, TEXT_QOS))
+        if self.echo is not None:
+            self._reference_sub = self.create_subscription(Int16MultiArray, "tts/reference", self._on_reference, AUDIO_QOS)
+            self._listening.append(self._reference_sub)
         self.thread = threading.Thread(target=self._guarded, args=(self._source,), name="asr-source", daemon=True)
         self.thread.start()
 
@@ -197,13 +229,12 @@ class AsrNode(ManagedNode):
         except AsrError as err:
             raise StartupError(str(err)) from None
         try:
-            self.asr = asr = StreamingAsr(
-                recognizer,
-                redecode_final=not self.p["asr.final_from_partial"],
-                vad=make_vad(self.p["asr.vad"], self.p["asr.vad_mode"]),
-            )
+            vad = make_vad(self.p["asr.vad"], self.p["asr.vad_mode"])
+            if self.echo is not None:
+                vad = self.guarded_vad = EchoGuardedVad(vad, self.p["asr.echo.onset_window_s"], self.p["asr.echo.onset_share"])
+            self.asr = asr = StreamingAsr(recognizer, redecode_final=not self.p["asr.final_from_partial"], vad=vad)
             asr.endpointer = self._endpointer(asr)
-        except (AsrError, EndpointError) as err:
+        except (AsrError, EndpointError, ValueError) as err:
             raise StartupError(str(err)) from None
         chunk_s = self.p["asr.chunk_ms"] / 1000.0
         try:
@@ -248,6 +279,21 @@ class AsrNode(ManagedNode):
             )
             return
         self._arrived.put(np.asarray(msg.data, dtype=np.int16).tobytes())
+
+    def _on_reference(self, msg: Int16MultiArray) -> None:
+        """What the loudspeaker played: the echo canceller's reference (audio/echo.py)."""
+        t, rate = played_at(msg), audio_rate(msg)
+        if t is None or rate is None:
+            self.get_logger().warning(
+                "ignored tts/reference chunk without its rate label or played_at_ns stamp (messages.py)",
+                throttle_duration_sec=5.0,
+            )
+            return
+        self.echo.played(t, to_pcm16k(np.asarray(msg.data, dtype=np.int16), rate))
+
+    def _hears_reference(self) -> bool:
+        """The echo canceller can work: a tts/reference publisher is matched."""
+        return self._reference_sub is not None and self._reference_sub.get_publisher_count() > 0
 
     def _endpointer(self, asr: StreamingAsr) -> Endpointer:
         config = EndpointConfig(
@@ -327,8 +373,14 @@ class AsrNode(ManagedNode):
                 self._sleep_until(start + (i + 1) * chunk_s)
             heard_s += len(pcm) / (2 * SAMPLE_RATE)
             t0 = time.time() - heard_s
+            if self.echo is not None:
+                captured = self.echo.clock.captured(time.time(), len(pcm) // 2)
+                pcm = self.echo.process(pcm, captured)
+                self.guarded_vad.echo_present = self.echo.reference.sounding(captured, ECHO_TAIL_S)
+                self.guarded_vad.canceller_learning = self.echo.learning
             # after an early final the user may go on: hear it (tts_node stops on the partial)
-            muted = self.robot_speaking and self.p["asr.mute_while_robot_speaks"] and not asr.listening_for_more()
+            mute = self.p["asr.mute_while_robot_speaks"] and not self._hears_reference()
+            muted = self.robot_speaking and mute and not asr.listening_for_more()
             self.state = AsrState.MUTED if muted else AsrState.LISTENING
             events = asr.skip(pcm) if muted else asr.feed(pcm)
             for what, t in asr.voice_changes():  # before the words: tts_node pauses on the voice
@@ -410,8 +462,18 @@ class AsrNode(ManagedNode):
                 "partials": self.partials,
                 "robot_speaking": self.robot_speaking,
                 **self._recognizer_load(),
+                **self._echo_figures(),
             },
         )
+
+    def _echo_figures(self) -> dict:
+        if self.echo is None:
+            return {"echo_cancel": "none"}
+        return {
+            "echo_cancel": "webrtc" if self._hears_reference() else "webrtc (no tts/reference yet: muting as asked)",
+            "echo_reference_late_chunks": self.echo.reference.late_chunks,
+            "echo_voice_frames_held": self.guarded_vad.held_frames if self.guarded_vad else 0,
+        }
 
     def _recognizer_load(self) -> dict:
         """A background recognizer's lag (audio in -> its words out) and call cost, p50/p90 (s)."""

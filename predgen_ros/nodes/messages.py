@@ -7,6 +7,8 @@ asr/voice            std_msgs/Header      frame_id: start (an utterance opens), 
                                           (voice again); stamp: when (for end: the last voiced audio)
 tts/interruption     std_msgs/Header      stamp: the robot's voice fell silent or went on; frame_id: pause, resume or stop
 audio/user, tts/audio std_msgs/Int16MultiArray  mono int16 samples; layout.dim[0].label: the rate, "mono_16000hz"
+tts/reference        std_msgs/Int16MultiArray  what the loudspeaker plays, as tts/audio, and layout.dim[1].label
+                                          "played_at_ns:<n>": when its first sample starts to play (echo.py)
 turn/end_probability diagnostic_msgs/KeyValue   key: the partial; value: P(the user is done after it)
 """
 
@@ -61,6 +63,25 @@ def audio_chunk(samples: np.ndarray, sample_rate: int) -> Int16MultiArray:
     msg = Int16MultiArray(data=samples.astype(np.int16).tolist())
     msg.layout.dim = [MultiArrayDimension(label=f"mono_{sample_rate}hz", size=len(samples), stride=len(samples))]
     return msg
+
+
+_PLAYED_AT = "played_at_ns:"
+
+
+def reference_chunk(samples: np.ndarray, sample_rate: int, played_at_s: float) -> Int16MultiArray:
+    msg = audio_chunk(samples, sample_rate)
+    msg.layout.dim.append(MultiArrayDimension(label=f"{_PLAYED_AT}{int(played_at_s * 1e9)}"))
+    return msg
+
+
+def played_at(msg: Int16MultiArray) -> float | None:
+    """When a tts/reference chunk started to play (s); None when it does not say."""
+    if len(msg.layout.dim) < 2 or not msg.layout.dim[1].label.startswith(_PLAYED_AT):
+        return None
+    try:
+        return int(msg.layout.dim[1].label.removeprefix(_PLAYED_AT)) / 1e9
+    except ValueError:
+        return None
 
 
 def audio_rate(msg: Int16MultiArray) -> int | None:

@@ -1,0 +1,53 @@
+"""The user's voice over the robot's: while the robot's echo may be at the microphone, a
+voice onset counts only once it is sustained.
+
+After WebRTC's canceller the robot's voice is 20–35 dB lower, but its residue still makes
+a voice detector fire on single frames now and then (most in reverberant rooms), and
+each such frame would open an utterance and pause the robot.  A person's voice fires
+it on most frames of a word.  So while the echo may be present (the robot played
+something within `ECHO_TAIL_S`), a voiced frame counts only when at least `share` of
+the last `window_s` of frames were voiced; otherwise the detector is left as it is.
+The defaults come from scripts/echo_choice.py's rooms (seed 0; docs/results/echo.md):
+no residue passed them, and a barge-in's voice did within 0.15–0.3 s.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from .pcm import SAMPLE_RATE
+
+ECHO_TAIL_S = 0.5  # the room's reverberation and the canceller's own lag after the robot falls silent
+ONSET_WINDOW_S = 0.3
+ONSET_SHARE = 0.6
+
+
+class EchoGuardedVad:
+    """A voice detector (`frame_bytes`, `is_speech`) that wants sustained voice while
+    `echo_present`, and hears none over the echo while `canceller_learning` (both set by
+    the owner before each chunk)."""
+
+    def __init__(self, vad, window_s: float = ONSET_WINDOW_S, share: float = ONSET_SHARE):
+        if not 0.0 < share <= 1.0:
+            raise ValueError(f"asr.echo.onset_share: {share} is outside (0, 1]")
+        if window_s <= 0:
+            raise ValueError(f"asr.echo.onset_window_s: {window_s} must be above 0")
+        self.vad = vad
+        self.frame_bytes = vad.frame_bytes
+        frames = max(1, round(window_s * SAMPLE_RATE * 2 / vad.frame_bytes))
+        self._recent: deque[bool] = deque(maxlen=frames)
+        self._need = max(1, math.ceil(share * frames))
+        self.echo_present = False
+        self.canceller_learning = False  # the canceller has not learned the room yet: no voice over the echo
+        self.held_frames = 0  # voiced frames not counted: they might have been the robot's echo
+
+    def is_speech(self, frame: bytes) -> bool:
+        voiced = self.vad.is_speech(frame)
+        self._recent.append(voiced)
+        if not voiced or not self.echo_present:
+            return voiced
+        if not self.canceller_learning and sum(self._recent) >= self._need:
+            return True
+        self.held_frames += 1
+        return False

@@ -1,0 +1,103 @@
+"""The echo canceller's reference time line (no audio device, no ROS)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from predgen_ros.audio.double_talk import EchoGuardedVad
+from predgen_ros.audio.echo import ReferenceTimeline
+from predgen_ros.audio.pcm import SAMPLE_RATE
+
+
+def tone(n: int, value: int) -> bytes:
+    return np.full(n, value, dtype=np.int16).tobytes()
+
+
+def test_the_reference_is_read_by_play_time_and_silence_where_nothing_played():
+    line = ReferenceTimeline()
+    line.played(10.0, tone(160, 7))  # 10 ms from t = 10 s
+    line.played(10.06, tone(160, 9))  # a 50 ms gap, then more
+    got = line.read(9.99, 1280)
+    assert (got[:160] == 0).all()  # before anything played
+    assert (got[160:320] == 7).all()
+    assert (got[320:1120] == 0).all()  # the gap (a lost chunk reads as silence)
+    assert (got[1120:1280] == 9).all()
+
+
+def test_chunks_stamped_a_little_off_play_back_to_back():
+    line = ReferenceTimeline()
+    line.played(1.0, tone(800, 5))  # 50 ms
+    line.played(1.054, tone(800, 6))  # its stamp 4 ms late: it still follows at 1.05
+    got = line.read(1.0, 1600)
+    assert (got[:800] == 5).all() and (got[800:] == 6).all()
+
+
+def test_a_chunk_older_than_what_the_microphone_has_read_is_late_and_dropped():
+    line = ReferenceTimeline()
+    line.played(1.0, tone(160, 1))
+    line.read(1.0, 3200)  # the microphone is at 1.2 s
+    line.played(1.05, tone(160, 5))
+    assert line.late_chunks == 1
+    line.played(1.19, tone(320, 3))  # reaches past 1.2 s: kept
+    assert line.late_chunks == 1
+
+
+def test_a_resent_chunk_overwrites_and_old_history_is_forgotten():
+    line = ReferenceTimeline()
+    line.played(0.0, tone(160, 2))
+    line.played(0.0, tone(160, 2))
+    assert (line.read(0.0, 160) == 2).all()  # not doubled
+    line.played(20.0, tone(160, 4))
+    assert (line.read(20.0, 160) == 4).all()
+    assert line.start_s >= 20.0 - 5.0 - 1 / SAMPLE_RATE  # only HISTORY_S kept before the microphone
+
+
+def test_the_loudspeaker_sounds_until_its_last_loud_chunk_and_a_tail_after_it():
+    line = ReferenceTimeline()
+    assert not line.sounding(0.0, 0.5)  # nothing played yet
+    line.played(1.0, tone(1600, 3000))  # 0.1 s of sound
+    line.played(1.1, tone(1600, 10))  # then silence (quieter than SILENCE_PEAK)
+    assert line.sounding(1.05, 0.5)
+    assert line.sounding(1.55, 0.5)  # the room's tail
+    assert not line.sounding(1.65, 0.5)
+
+
+class Scripted:
+    """A voice detector that answers from a list, one frame at a time."""
+
+    frame_bytes = 960  # 30 ms, like WebRTC's
+
+    def __init__(self, answers):
+        self.answers = iter(answers)
+
+    def is_speech(self, frame) -> bool:
+        return next(self.answers)
+
+
+def run(vad, n, echo_present):
+    vad.echo_present = echo_present
+    return [vad.is_speech(b"\0" * vad.frame_bytes) for _ in range(n)]
+
+
+def test_over_the_echo_only_sustained_voice_counts():
+    # 0.3 s window of 30 ms frames = 10 frames, 60 % = 6 voiced
+    residue = [True, False, False, True, False, False, False, True, False, False] * 2
+    guarded = EchoGuardedVad(Scripted(residue), window_s=0.3, share=0.6)
+    assert run(guarded, 20, echo_present=True) == [False] * 20  # the echo's scattered frames: no voice
+    assert guarded.held_frames == 6
+
+    speech = [True] * 10
+    guarded = EchoGuardedVad(Scripted(speech), window_s=0.3, share=0.6)
+    assert run(guarded, 10, echo_present=True) == [False] * 5 + [True] * 5  # voice from its 6th frame on
+
+    guarded = EchoGuardedVad(Scripted(residue), window_s=0.3, share=0.6)
+    assert run(guarded, 20, echo_present=False) == residue  # no echo: the detector as it is
+
+
+@pytest.mark.parametrize(
+    "window, share, named", [(0.3, 0.0, "onset_share"), (0.3, 1.5, "onset_share"), (0.0, 0.6, "onset_window_s")]
+)
+def test_guard_settings_out_of_range_are_named(window, share, named):
+    with pytest.raises(ValueError, match=named):
+        EchoGuardedVad(Scripted([]), window_s=window, share=share)

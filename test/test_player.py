@@ -1,0 +1,200 @@
+"""The reply player's states without ROS: a fake voice (one sample per character) and a recording sink."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from predgen_ros.audio.player import PlayerEvents, PlayerState, ReplyPlayer
+from predgen_ros.audio.sinks import NullSink
+from predgen_ros.audio.tts import Speech
+
+RATE = 1000  # samples a second: a 50 ms chunk is 50 samples
+
+
+class Voice:
+    """Each character becomes 10 samples of its code; the opening is the first word."""
+
+    sample_rate = RATE
+
+    def __init__(self, fail_on: str = ""):
+        self.fail_on = fail_on
+        self.synthesized: list[str] = []
+        self.done = threading.Event()  # a piece was synthesized
+
+    def pieces(self, sentence: str) -> list[str]:
+        head, _, rest = sentence.partition(" ")
+        return [head + " ", rest] if rest else [head]
+
+    def cached(self, piece: str) -> bool:
+        return piece in self.synthesized
+
+    def synthesize(self, piece: str) -> Speech:
+        if self.fail_on and self.fail_on in piece:
+            raise RuntimeError(f"cannot say {piece!r}")
+        self.synthesized.append(piece)
+        self.done.set()
+        return Speech(np.repeat(np.array([ord(c) for c in piece], dtype=np.int16), 10), RATE)
+
+
+class Recorder(NullSink):
+    def __init__(self, block: threading.Event | None = None):
+        self.replies: list[list[int]] = []
+        self.block = block  # play() waits on it: the test decides when a chunk has played
+        self.chunks = threading.Semaphore(0)
+
+    def begin(self, name, sample_rate):
+        self.replies.append([])
+
+    def play(self, chunk):
+        self.replies[-1] += chunk.tolist()
+        self.chunks.release()
+        if self.block is not None:
+            self.block.wait(5.0)
+
+    def text(self, reply: int) -> str:
+        return "".join(chr(v) for v in self.replies[reply][::10])
+
+
+class Log(PlayerEvents):
+    def __init__(self):
+        self.seen: list[tuple] = []
+        self.changed = threading.Condition()
+        super().__init__(
+            speaking=lambda on: self._add("speaking", on),
+            first_audio=lambda t, sentence, cached: self._add("first_audio", sentence, cached),
+            interruption=lambda t, what: self._add(what),
+            played=lambda heard: self._add("played", heard),
+            failed=lambda err: self._add("failed", str(err)),
+        )
+
+    def _add(self, *event):
+        with self.changed:
+            self.seen.append(event)
+            self.changed.notify_all()
+
+    def wait_for(self, event: tuple) -> None:
+        with self.changed:
+            assert self.changed.wait_for(lambda: event in self.seen, 10.0), f"{event} never came: {self.seen}"
+
+
+@pytest.fixture
+def play():
+    players = []
+
+    def start(voice=None, sink=None):
+        log = Log()
+        player = ReplyPlayer(voice or Voice(), sink or Recorder(), log, chunk_ms=50, realtime=False)
+        thread = threading.Thread(target=player.run, daemon=True)
+        thread.start()
+        players.append((player, thread))
+        return player, log
+
+    yield start
+    for player, thread in players:
+        player.shutdown()
+        thread.join(5.0)
+
+
+def test_a_reply_plays_every_sentence_in_order_then_ends(play):
+    sink = Recorder()
+    player, log = play(sink=sink)
+    for sentence in ("Hello there.", "How are you?", ""):
+        player.say(sentence)
+    log.wait_for(("speaking", False))
+    assert sink.text(0) == "Hello there.How are you?"
+    assert log.seen == [("speaking", True), ("first_audio", "Hello there.", False), ("speaking", False)]
+    assert player.state is PlayerState.IDLE and player.sentences == 2
+
+
+def test_a_foreseen_opening_is_ready_and_reported_cached(play):
+    voice = Voice()
+    player, log = play(voice=voice)
+    player.foresee("Sure thing.")
+    assert voice.done.wait(10.0)  # the opening is ready before the reply comes
+    player.say("Sure thing.")
+    player.say("")
+    log.wait_for(("speaking", False))
+    assert ("first_audio", "Sure thing.", True) in log.seen
+
+
+def test_pause_holds_where_it_paused_and_resume_goes_on_from_there(play):
+    gate = threading.Event()
+    sink = Recorder(block=gate)
+    player, log = play(sink=sink)
+    player.say("Paused here and then resumed.")
+    player.say("")
+    assert sink.chunks.acquire(timeout=10)  # the first chunk is playing
+    player.pause()
+    gate.set()
+    log.wait_for(("pause",))
+    assert player.state is PlayerState.PAUSED
+    held = len(sink.replies[0])
+    assert not sink.chunks.acquire(timeout=0.3) and len(sink.replies[0]) == held  # nothing plays while paused
+    player.resume()
+    log.wait_for(("speaking", False))
+    assert sink.text(0) == "Paused here and then resumed."  # nothing lost, nothing twice
+    assert [e[0] for e in log.seen if e[0] in ("pause", "resume")] == ["pause", "resume"]
+
+
+def test_stop_cuts_the_reply_says_what_was_heard_and_drops_its_rest(play):
+    gate = threading.Event()
+    sink = Recorder(block=gate)
+    player, log = play(sink=sink)
+    player.say("One two three four five six seven eight nine ten.")
+    player.say("Never said.")
+    assert sink.chunks.acquire(timeout=10)
+    player.stop()
+    gate.set()
+    log.wait_for(("speaking", False))
+    heard = next(e[1] for e in log.seen if e[0] == "played")
+    assert heard.endswith("—") and "ten" not in heard
+    assert player.state is PlayerState.DISCARDING
+    player.say("")  # the stopped reply's end
+    player.say("A new reply.")
+    player.say("")
+    log.wait_for(("first_audio", "A new reply.", False))
+    log.wait_for(("speaking", False))
+    assert "Never said." not in "".join(sink.text(i) for i in range(len(sink.replies)))
+    assert player.barge_ins == 1
+
+
+def test_commands_outside_a_reply_change_nothing(play):
+    player, log = play()
+    player.pause()
+    player.stop()
+    player.say("Still fine.")
+    player.say("")
+    log.wait_for(("speaking", False))
+    assert not [e for e in log.seen if e[0] in ("pause", "stop", "played")]
+
+
+def test_a_failing_sentence_loses_its_reply_and_the_next_reply_plays(play):
+    player, log = play(voice=Voice(fail_on="broken"))
+    player.say("This is broken.")
+    player.say("So is the rest.")
+    player.say("")
+    log.wait_for(("failed", "cannot say 'is broken.'"))
+    player.say("Working again.")
+    player.say("")
+    log.wait_for(("first_audio", "Working again.", False))
+    assert not [e for e in log.seen if e == ("first_audio", "So is the rest.", False)]
+
+
+def test_an_abandoned_reply_ends_and_what_comes_later_is_stale_until_the_user_speaks(play):
+    gate = threading.Event()
+    sink = Recorder(block=gate)
+    player, log = play(sink=sink)
+    player.say("Half a reply.")
+    assert sink.chunks.acquire(timeout=10)
+    player.abandon()
+    gate.set()
+    log.wait_for(("speaking", False))
+    player.say("Late sentence.")
+    assert player.stale_dropped == 1
+    player.user_spoke()
+    player.say("Fresh reply.")
+    player.say("")
+    log.wait_for(("first_audio", "Fresh reply.", False))
