@@ -110,7 +110,9 @@ def test_exact_predgen_commits_the_baseline_greedy_reply(backend, request, make_
     @given(partial_sequences(), st.booleans())
     def check(case, anticipate):
         partials, final, steps = case
-        config = dict(verifier="exact", max_new_tokens=10, max_sentences=0, sentence=RULES)
+        # plain greedy (copy_ban 0): the reference below is; a reply that loops on its own
+        # words is decoded otherwise under the default ban (the next test checks that rule)
+        config = dict(verifier="exact", max_new_tokens=10, max_sentences=0, sentence=RULES, copy_ban=0)
         predgen = make_session(lm, policy="predgen", anticipate=anticipate, anticipate_tokens=3, **config)
         baseline = make_session(lm, policy="baseline", **config)
         run(predgen, partials, final, steps)
