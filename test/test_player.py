@@ -198,3 +198,33 @@ def test_an_abandoned_reply_ends_and_what_comes_later_is_stale_until_the_user_sp
     player.say("Fresh reply.")
     player.say("")
     log.wait_for(("first_audio", "Fresh reply.", False))
+
+
+def test_after_an_underrun_the_chunks_play_back_to_back_again():
+    """The next sentence came late (still being synthesized): its chunks start now and
+    follow each other, never stamped over each other (the echo canceller's reference)."""
+    stamps: list[tuple[float, float]] = []  # (when a chunk starts to play, its seconds)
+    ended = threading.Event()
+    events = PlayerEvents(
+        reference=lambda chunk, rate, t: stamps.append((t, len(chunk) / rate)),
+        speaking=lambda on: on or ended.set(),
+    )
+    voice = Voice()
+    player = ReplyPlayer(voice, Recorder(), events, chunk_ms=50, realtime=True)
+    thread = threading.Thread(target=player.run, daemon=True)
+    thread.start()
+    try:
+        player.say("Hello there.")
+        while len(stamps) < 4:  # the first sentence's chunks ("Hello " and "there.", 60 samples each) were handed over
+            assert not ended.wait(0.01)
+        ended.wait(0.3)  # ...and have played: the schedule lies in the past when the next sentence comes
+        first = len(stamps)
+        player.say("A late sentence.")
+        player.say("")
+        assert ended.wait(10.0)
+    finally:
+        player.shutdown()
+        thread.join(5.0)
+    assert len(stamps) > first
+    for (t, seconds), (t_next, _) in zip(stamps, stamps[1:]):
+        assert t_next >= t + seconds - 1e-9, stamps  # a chunk starts once the one before it has played

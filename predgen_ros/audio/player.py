@@ -221,10 +221,12 @@ class ReplyPlayer:
                 first = False
             chunk = speech.samples[start : start + self.chunk]
             # stamped with when it plays: for a self-paced schedule its place in it (back to back
-            # with the chunk before), for a device that blocks while playing the hand-over
-            self.events.reference(chunk, speech.sample_rate, now if self.sink.paced else max(now, self._play_until))
+            # with the chunk before, or now after an underrun), for a device that blocks while
+            # playing the hand-over
+            starts = now if self.sink.paced else max(now, self._play_until)
+            self.events.reference(chunk, speech.sample_rate, starts)
             self.sink.play(chunk)
-            self._pace(len(chunk) / speech.sample_rate)
+            self._pace(starts, len(chunk) / speech.sample_rate)
         self._played.append((piece, 1.0))
         return True
 
@@ -254,11 +256,14 @@ class ReplyPlayer:
         self.events.speaking(True)
         self.sink.begin(f"reply_{self.replies:03d}", self.synth.sample_rate)
 
-    def _pace(self, seconds: float) -> None:
-        """Real time for sinks that do not block while playing: one chunk stays buffered."""
+    def _pace(self, starts: float, seconds: float) -> None:
+        """Real time for sinks that do not block while playing: one chunk stays buffered.
+        The schedule goes on from where this chunk starts: after an underrun (the next
+        sentence still being synthesized) that is now, not the old schedule's end, which
+        once handed the chunks after it over in a burst, stamped over each other."""
         if self.sink.paced or not self.realtime:
             return
-        self._play_until += seconds
+        self._play_until = starts + seconds
         ahead = self._play_until - self.clock() - seconds
         if ahead > 0:
             self._wake.wait(ahead)
