@@ -75,9 +75,12 @@ class Scripted:
         return next(self.answers)
 
 
+ROOM_NOISE = np.full(480, 40, dtype=np.int16).tobytes()  # a 30 ms frame at the room's noise level (about -58 dBFS)
+
+
 def run(vad, n, echo_present):
     vad.echo_present = echo_present
-    return [vad.is_speech(b"\0" * vad.frame_bytes) for _ in range(n)]
+    return [vad.is_speech(ROOM_NOISE) for _ in range(n)]
 
 
 def test_over_the_echo_only_sustained_voice_counts():
@@ -93,6 +96,17 @@ def test_over_the_echo_only_sustained_voice_counts():
 
     guarded = EchoGuardedVad(Scripted(residue), window_s=0.3, share=0.6)
     assert run(guarded, 20, echo_present=False) == residue  # no echo: the detector as it is
+
+
+def test_the_cancellers_digital_silence_never_reaches_the_voice_detector():
+    """The suppressor's zeros would teach the detector a noise floor far below the room's,
+    whose noise it then took for voice whenever the robot paused."""
+    answers = [True] * 10
+    guarded = EchoGuardedVad(Scripted(answers), window_s=0.3, share=0.6)
+    guarded.echo_present = True
+    assert [guarded.is_speech(b"\0" * guarded.frame_bytes) for _ in range(10)] == [False] * 10
+    assert guarded.suppressed_frames == 10 and guarded.held_frames == 0
+    assert run(guarded, 10, echo_present=True) == [False] * 5 + [True] * 5  # the detector's answers were all kept for sound
 
 
 @pytest.mark.parametrize(
