@@ -217,6 +217,8 @@ class PredgenNode(ManagedNode):
 
     # ------------------------------------------------- engine (worker thread)
     def _on_emission(self, kind: Emission, text: str, turn: TurnStats) -> None:
+        if not self.context.ok():
+            return  # a stop signal shut the context while a turn was being decoded: nothing to publish to
         if kind is Emission.CANDIDATE:
             self.candidate_pub.publish(String(data=text))
         elif kind is Emission.END_PROBABILITY:  # key: the partial; value: P(the user is done after it)
