@@ -124,15 +124,13 @@ class Monitor(GraphProbe):
     """The probe, counting responses and speaking for the fault scenarios."""
 
     def __init__(self):
-        from std_msgs.msg import Bool, Header, String
+        from std_msgs.msg import Bool, String
 
         from ..nodes.common import TEXT_QOS
 
         super().__init__("predgen_stress_monitor")
         self.responses: list[str] = []
-        self.partial_pub = self.node.create_publisher(String, "asr/partial", TEXT_QOS)
-        self.final_pub = self.node.create_publisher(String, "asr/final", TEXT_QOS)
-        self.speech_end_pub = self.node.create_publisher(Header, "asr/speech_end", TEXT_QOS)
+        self._speaking = None  # asr/partial, asr/final, asr/speech_end: made when the faults need them
         self.node.create_subscription(String, "predgen/response", lambda m: self.responses.append(m.data), TEXT_QOS)
         self.robot_speaking = False
         self.node.create_subscription(Bool, "robot_speaking", lambda m: setattr(self, "robot_speaking", m.data), TEXT_QOS)
@@ -144,14 +142,25 @@ class Monitor(GraphProbe):
         from ..nodes.common import stamp
         from ..nodes.messages import speech_end
 
+        if self._speaking is None:  # not earlier: asr_node counts the writers of its topics before it speaks
+            from std_msgs.msg import Header
+
+            from ..nodes.common import TEXT_QOS
+
+            made = [(String, "asr/partial"), (String, "asr/final"), (Header, "asr/speech_end")]
+            self._speaking = [self.node.create_publisher(kind, topic, TEXT_QOS) for kind, topic in made]
+        partial_pub, final_pub, speech_end_pub = self._speaking
+        # as asr_node does: speak once predgen_node's readers have matched every writer (ours among them)
+        writers = lambda: min(self.node.count_publishers(pub.topic_name) for pub in self._speaking)  # noqa: E731
+        self.wait_for(lambda: int(self.value("predgen_node", "asr_writers_matched", "0")) >= writers(), 30.0)
         words = text.split()
         for n in range(1, len(words) + 1):
-            self.partial_pub.publish(String(data=" ".join(words[:n])))
+            partial_pub.publish(String(data=" ".join(words[:n])))
             self.spin_for(0.05)
             if stop_after_words == n:
                 return
-        self.speech_end_pub.publish(speech_end(stamp(time.time())))
-        self.final_pub.publish(String(data=text))
+        speech_end_pub.publish(speech_end(stamp(time.time())))
+        final_pub.publish(String(data=text))
 
     def answered(self, text: str, timeout: float) -> bool:
         """Say `text` once the robot is silent (a short word over it is no turn: turn_taking.py);
@@ -221,6 +230,8 @@ def soak(graph: Graph, monitor: Monitor, settings: StressSettings, result: Stres
             print(
                 f"stress: the soak stopped at {result.answered} answers of {result.sent} utterances", file=sys.stderr, flush=True
             )
+            for node, (level, message, values) in sorted(monitor.health.items()):  # what each node last said of itself
+                print(f"stress: {node} health: level {level}, {message}, {values}", file=sys.stderr, flush=True)
             break
     result.rss_samples.append((result.answered, node_rss_mb(graph)))
     write_rss(settings.out / "rss.csv", result.rss_samples)
@@ -237,6 +248,7 @@ def soak(graph: Graph, monitor: Monitor, settings: StressSettings, result: Stres
 def fault_predgen_kill(graph: Graph, monitor: Monitor, settings: StressSettings) -> str:
     monitor.say("please tell me a long story about a robot and its friends", stop_after_words=5)
     graph.kill("predgen_node")
+    monitor.health.pop("predgen_node", None)  # forget the killed node's last report
     graph.launch("predgen_node")
     if not monitor.predgen_serving(settings.restart_timeout_s):
         return f"predgen_node did not serve again within {settings.restart_timeout_s:g} s of its respawn"
@@ -336,7 +348,7 @@ def run_stress(settings: StressSettings, progress=None) -> StressResult:
                         f"predgen_node did not come up within {settings.restart_timeout_s:g} s; see {settings.out / 'graph.log'}"
                     )
                 soak(graph, monitor, settings, result, progress)
-                graph.kill("asr_node")  # its input is done; the monitor speaks from here on
+                graph.terminate("asr_node")  # its input is done; the monitor speaks from here on (its writers gone)
                 for name, scenario in FAULTS.items():
                     result.faults[name] = scenario(graph, monitor, settings)
                     print(f"stress: fault {name}: {result.faults[name]}", file=sys.stderr, flush=True)

@@ -40,7 +40,9 @@ from ..audio.whisper_models import EMBEDDED_MODELS
 from ..events import Heard
 from .common import AUDIO_QOS, ERROR, OK, TEXT_QOS, WARN, ManagedNode, StartupError, run_node, stamp
 from .messages import audio_rate, played_at, speech_end, voice_event
-from .peer_watch import PeerWatch
+from .peer_watch import PEER, PeerWatch
+
+UNKNOWN_NODE = "_NODE_NAME_UNKNOWN_"  # rmw's name for an endpoint whose node it has not heard of yet
 
 ASR_PARAMS = {
     "asr.backend": (DEFAULT_RECOGNIZER, f"the recognizer: {' | '.join(RECOGNIZERS)}"),
@@ -428,10 +430,24 @@ class AsrNode(ManagedNode):
         self.state = AsrState.WAITING_FOR_PREDGEN
         publishers = (self.partial_pub, self.speech_end_pub, self.final_pub)
         self._wait_for(lambda: all(pub.get_subscription_count() > 0 for pub in publishers), None)
+        # Our writers matched a reader, but DDS matches each side on its own: until predgen_node's
+        # readers have matched these writers, what we publish is lost to it (a soak once lost its
+        # first question so).  Its heartbeat counts the writers its readers matched: wait until
+        # that is every writer of the three topics this node sees (its own among them).
+        self._wait_for(lambda: self._subscriber_nodes(self.speech_end_pub), None)
+        if PEER in self._subscriber_nodes(self.speech_end_pub):
+            writers = lambda: min(self.count_publishers(pub.topic_name) for pub in publishers)  # noqa: E731
+            self._wait_for(lambda: int(self.predgen.values.get("asr_writers_matched", "0")) >= writers(), None)
         if need_tts:
             self.state = AsrState.WAITING_FOR_TTS
             hears_tts = self._listening[0]  # robot_speaking: matched, so no reply's end is missed
             self._wait_for(lambda: hears_tts.get_publisher_count() > 0, None)
+
+    def _subscriber_nodes(self, publisher) -> set[str]:
+        """The nodes of `publisher`'s topic's subscriptions; empty until each one's name is known
+        (the graph names an endpoint some time after DDS matched it)."""
+        names = {info.node_name for info in self.get_subscriptions_info_by_topic(publisher.topic_name)}
+        return set() if UNKNOWN_NODE in names else names
 
     def _wait_for(self, condition, timeout: float | None) -> bool:
         deadline = None if timeout is None else time.time() + timeout

@@ -4,7 +4,8 @@ Every predgen_ros node reports on /diagnostics once a second.  When predgen_node
 runs on another host, DDS notices it gone only when its lease runs out (many
 seconds), and never while a link is down and comes back; the heartbeat says so
 within `timeout_s`.  asr_node reports it on /diagnostics, and tts_node ends a
-reply that predgen_node can no longer finish.
+reply that predgen_node can no longer finish.  The heartbeat's key-values are kept
+(`values`): asr_node reads there whether predgen_node hears its topics yet.
 """
 
 from __future__ import annotations
@@ -26,11 +27,14 @@ class PeerWatch:
         self._status_name = f"/predgen_ros/{peer}"
         self._last = clock()  # for a peer that never reported: silent since the watcher's start
         self.seen = False
+        self.values: dict[str, str] = {}  # the peer's latest diagnostics key-values
         node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 10)
 
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:
-        if any(s.name == self._status_name for s in msg.status):
-            self._last, self.seen = self.clock(), True
+        for status in msg.status:
+            if status.name == self._status_name:
+                self._last, self.seen = self.clock(), True
+                self.values = {kv.key: kv.value for kv in status.values}
 
     def silent_s(self) -> float:
         return self.clock() - self._last

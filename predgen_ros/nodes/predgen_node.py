@@ -105,6 +105,7 @@ class PredgenNode(ManagedNode):
         self.gate: TurnGate | None = None
         self.worker: EngineWorker | None = None
         self._listening = []
+        self._hearing_asr = []  # asr/partial, asr/speech_end, asr/final
         self.turns = 0
         self.ignored = 0
         self._pending: list[PendingReport] = []
@@ -140,11 +141,15 @@ class PredgenNode(ManagedNode):
         # ready messages in the order their subscriptions were made: asr/speech_end comes
         # before asr/final, so the final knows its utterance number, and asr/voice before
         # the words, so they know how long the user has spoken.
-        self._listening = [
-            self.create_subscription(Header, "asr/voice", self._on_voice, TEXT_QOS),
+        voice = self.create_subscription(Header, "asr/voice", self._on_voice, TEXT_QOS)
+        self._hearing_asr = [
             self.create_subscription(String, "asr/partial", self._on_partial, TEXT_QOS),
             self.create_subscription(Header, "asr/speech_end", self._on_speech_end, TEXT_QOS),
             self.create_subscription(String, "asr/final", self._on_final, TEXT_QOS),
+        ]
+        self._listening = [
+            voice,
+            *self._hearing_asr,
             self.create_subscription(Header, "tts/first_audio", self._on_first_audio, TEXT_QOS),
             self.create_subscription(Bool, "robot_speaking", self._on_robot_speaking, TEXT_QOS),
             self.create_subscription(String, "tts/played", self._on_played, TEXT_QOS),
@@ -158,7 +163,7 @@ class PredgenNode(ManagedNode):
         """Stop hearing the user and stop the worker; the model stays loaded."""
         for subscription in self._listening:
             self.destroy_subscription(subscription)
-        self._listening = []
+        self._listening = self._hearing_asr = []
         self.worker.stop()
         self.worker = None
 
@@ -315,6 +320,9 @@ class PredgenNode(ManagedNode):
             "finals_not_taken": worker.finals_not_taken if worker else 0,  # re-deliveries (and empty finals)
             "forward_passes": self.lm.stats.passes,
             "say_subscribers": self.say_pub.get_subscription_count(),  # tts_nodes this node's replies reach
+            # the writers its asr/partial, asr/speech_end and asr/final readers have matched (the fewest of
+            # the three): asr_node starts once this counts its own (what it publishes before, this node misses)
+            "asr_writers_matched": min((sub.get_publisher_count() for sub in self._hearing_asr), default=0),
         }
         if worker is None:
             return OK, "model loaded, not listening", values
