@@ -115,3 +115,27 @@ def test_the_cancellers_digital_silence_never_reaches_the_voice_detector():
 def test_guard_settings_out_of_range_are_named(window, share, named):
     with pytest.raises(ValueError, match=named):
         EchoGuardedVad(Scripted([]), window_s=window, share=share)
+
+
+def test_the_simulated_loudspeaker_plays_its_queue_back_to_back_and_late_chunks_after_a_gap():
+    """eval's room: a chunk handed over while the card still plays goes right after the one
+    before; one handed over after the card ran dry plays OUTPUT_LATENCY_S after it came."""
+    from predgen_ros.eval.echo_mic import OUTPUT_LATENCY_S, RoomMicrophone
+    from predgen_ros.eval.echo_room import EchoPaths
+
+    room = RoomMicrophone(np.ones(10))
+    room.paths, room.gain = EchoPaths(None, np.array([1.0]), np.array([1.0])), 1.0  # a dry room
+    room.start(100.0)
+    chunk = np.full(800, 1000, dtype=np.int16)  # 50 ms
+    room.robot_played(chunk, SAMPLE_RATE, 100.0)
+    room.robot_played(chunk * 2, SAMPLE_RATE, 100.02)  # handed over early: queued
+    room.robot_played(chunk * 3, SAMPLE_RATE, 100.2)  # after the queue ran dry at 130 ms
+    heard = room.next_chunk(np.zeros(6400))  # 0.4 s
+    latency = round(OUTPUT_LATENCY_S * SAMPLE_RATE)
+    assert (heard[:latency] == 0).all()
+    assert (heard[latency : latency + 800] == 1000).all()
+    assert (heard[latency + 800 : latency + 1600] == 2000).all()  # back to back, not at 20 ms + latency
+    third = round(0.2 * SAMPLE_RATE) + latency
+    assert (heard[latency + 1600 : third] == 0).all()  # the card ran dry: a gap, as the reference's stamps have
+    assert (heard[third : third + 800] == 3000).all()
+

@@ -1,13 +1,22 @@
 """The microphone of a robot whose loudspeaker it hears: the robot's own voice mixed in.
 
-For `eval-interruptions --robot-in-mic`: tts_node's sink publishes what the loudspeaker
-plays (`tts/audio`); each chunk is convolved with the loudspeaker-to-microphone impulse
+For `eval-interruptions --robot-in-mic`: tts_node publishes what the loudspeaker plays
+(`tts/reference`, stamped when it handed each chunk to the sound card); each chunk is convolved with the loudspeaker-to-microphone impulse
 response of a simulated room (eval/echo_room.py: the loudspeaker 0.3 m away, the user
 1–2 m away, RT60 0.3–0.6 s) and added to the microphone's stream at the time it was
 played, with its reverberant tail.  The user's clips go through the same room from
 where the user stands, and noise comes in at about 25 dB below the user's speech.  The
 gain is set once per room so that the robot's voice peaks at -6 dBFS: louder than the
 user, never clipped (a clipped echo is beyond any canceller; `clipped` counts samples).
+
+The loudspeaker is a sound card: a queue that plays the chunks it is handed back to back,
+each `OUTPUT_LATENCY_S` after it was handed over or as soon as the chunk before it has
+played, whichever is later.  An earlier model placed each chunk when it reached the
+evaluation over DDS, and snapped it onto the last one's end when within 0.1 s, also after
+the card had run dry: the robot's voice then moved against tts/reference by the network's
+jitter and by up to 0.1 s after each late sentence, which no card attached to the robot
+does, and the canceller leaked at every such jump (docs/results/echo.md).  Not modelled:
+the drift between the card's clock and the microphone's.
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ from .far_field import RoomSettings
 
 ROBOT_PEAK = 0.5 * 32767  # -6 dBFS
 SNR_DB = 25.0
-CONTIGUOUS = SAMPLE_RATE // 10  # samples: a chunk this close to the last one's end follows it
+OUTPUT_LATENCY_S = 0.03  # the sound card's buffer: a chunk plays this long after it is handed over, at the earliest
 PROBE = "Sure, I can help with that. The kitchen light is on now."
 
 
@@ -35,7 +44,7 @@ class RoomMicrophone:
         self._echo = np.zeros(0)  # pending echo from stream index `_base` on
         self._base = 0  # stream index of the next sample to hand out
         self._t0: float | None = None  # wall time of stream index 0
-        self._robot_next: int | None = None  # stream index where the loudspeaker's last chunk ended
+        self._robot_next: int | None = None  # stream index where the loudspeaker's queue runs dry
         self.paths: EchoPaths | None = None
         self.gain = 1.0
         self.noise_rms = 0.0
@@ -59,19 +68,19 @@ class RoomMicrophone:
         self._t0 = t0
 
     def robot_played(self, samples: np.ndarray, rate: int, t_wall: float) -> None:
-        """A chunk the loudspeaker played at `t_wall`: its echo, from then on."""
+        """A chunk handed to the sound card at `t_wall`: its echo, from when the card plays it on."""
         if self.paths is None or self._t0 is None:
             return
         samples_16k = np.frombuffer(to_pcm16k(samples.astype(np.int16), rate), dtype=np.int16)
         echo = np.convolve(samples_16k, self.paths.robot)
         with self._lock:
-            at = int(round((t_wall - self._t0) * SAMPLE_RATE))
-            if self._robot_next is not None and abs(at - self._robot_next) <= CONTIGUOUS:
-                at = self._robot_next  # a loudspeaker plays the chunks of a reply back to back
-            self._robot_next = at + len(samples_16k)
+            at = int(round((t_wall + OUTPUT_LATENCY_S - self._t0) * SAMPLE_RATE))
+            if self._robot_next is not None:
+                at = max(at, self._robot_next)  # the chunks before it play first
             if at < self._base:
                 self.late_chunks += 1
                 at = self._base
+            self._robot_next = at + len(samples_16k)
             self._add(echo, at - self._base)
 
     def user_clip(self, pcm16k: np.ndarray) -> np.ndarray:

@@ -166,7 +166,6 @@ class Recorder(GraphProbe):
         from std_srvs.srv import Trigger
 
         from ..nodes.common import AUDIO_QOS, TEXT_QOS, seconds
-        from ..nodes.messages import audio_rate
 
         super().__init__("predgen_interruptions")
         self.speaking: list[tuple[float, bool]] = []
@@ -182,9 +181,18 @@ class Recorder(GraphProbe):
             sub(String, "tts/played", lambda m: self.played.append(m.data), TEXT_QOS),
             sub(DiagnosticArray, "predgen/latency", self._on_report, TEXT_QOS),
         ]
-        if room is not None:  # the loudspeaker's sound, into the room's microphone as it plays
-            played = lambda m: room.robot_played(np.asarray(m.data, dtype=np.int16), audio_rate(m), time.time())  # noqa: E731
-            self.listening.append(sub(Int16MultiArray, "tts/audio", played, AUDIO_QOS))
+        if room is not None:  # the loudspeaker's sound, into the room's microphone as the card plays it
+            self.listening.append(sub(Int16MultiArray, "tts/reference", lambda m: self._into_room(room, m), AUDIO_QOS))
+
+    @staticmethod
+    def _into_room(room: RoomMicrophone, msg) -> None:
+        """tts/reference is what the loudspeaker plays, stamped when tts_node handed it to the
+        card (in the robot's process, where no network delays it); the card plays it from there."""
+        from ..nodes.messages import audio_rate, played_at
+
+        handed = played_at(msg)
+        if handed is not None:
+            room.robot_played(np.asarray(msg.data, dtype=np.int16), audio_rate(msg), handed)
 
     def hears_the_graph(self) -> bool:
         """Every topic recorded has a matched writer: nothing the graph says is missed."""
