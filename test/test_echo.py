@@ -139,3 +139,49 @@ def test_the_simulated_loudspeaker_plays_its_queue_back_to_back_and_late_chunks_
     assert (heard[latency + 1600 : third] == 0).all()  # the card ran dry: a gap, as the reference's stamps have
     assert (heard[third : third + 800] == 3000).all()
 
+
+def speech_like(level: float, n: int = 160, seed: int = 0) -> np.ndarray:
+    return np.clip(np.random.default_rng(seed).standard_normal(n) * level, -32768, 32767).astype(np.int16)
+
+
+def taught_gate():
+    """An EchoLeakGate that heard the robot speak: the echo at the microphone 6 dB under the reference."""
+    from predgen_ros.audio.echo_leak import EchoLeakGate
+
+    gate = EchoLeakGate()
+    for i in range(50):
+        reference = speech_like(4000, seed=i)
+        gate.gate((reference // 2).astype(np.int16), reference, speech_like(40, seed=i))  # well cancelled
+    return gate
+
+
+def test_a_well_cancelled_frame_and_one_before_the_robot_spoke_pass_as_they_are():
+    from predgen_ros.audio.echo_leak import EchoLeakGate
+
+    fresh = EchoLeakGate()
+    out = speech_like(500)
+    assert fresh.gate(speech_like(2000), np.zeros(160, np.int16), out) is out  # nothing to predict an echo from
+    gate = taught_gate()
+    assert gate.silenced_frames == 0  # the robot's voice, taken 34 dB down by the canceller, is no leak
+
+
+def test_the_rooms_tail_let_through_after_the_robot_fell_silent_is_silenced():
+    gate = taught_gate()
+    silence = np.zeros(160, np.int16)
+    tail = speech_like(1000, seed=99)  # 6 dB under the echo, 30 ms after the reference ended
+    for _ in range(3):
+        gate.gate(silence, silence, silence)
+    assert not gate.gate(tail, silence, tail).any()  # the canceller let it through whole
+    assert gate.silenced_frames == 1
+
+
+def test_the_users_voice_over_the_robot_or_after_it_is_kept():
+    gate = taught_gate()
+    reference = speech_like(4000, seed=7)
+    user = speech_like(600, seed=8)
+    mic = (reference // 2 + user).astype(np.int16)
+    assert gate.gate(mic, reference, user) is user  # over the robot: the canceller took the echo, 10 dB and more
+    silence = np.zeros(160, np.int16)
+    loud = speech_like(6000, seed=9)  # after the robot: louder than the echo's tail can be
+    assert gate.gate(loud, silence, loud) is loud
+    assert gate.silenced_frames == 0

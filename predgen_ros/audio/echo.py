@@ -14,13 +14,15 @@ the sound card's buffers, sound's flight) is left to AEC3's delay estimator.  Wh
 no reference arrived (the robot is silent, or a chunk was lost) the reference is
 silence: a lost chunk lets that chunk's echo through, nothing worse.  A chunk that
 arrives after the microphone's audio of its time was processed is too late to help
-and is dropped (`late_chunks` counts them).
+and is dropped (`late_chunks` counts them).  Where AEC3 lets the robot's voice through, the
+frame comes out silent (audio/echo_leak.py).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .echo_leak import EchoLeakGate
 from .pcm import SAMPLE_RATE, AsrError
 
 ECHO_CANCELLERS = ("webrtc", "none")
@@ -133,6 +135,7 @@ class EchoCanceller:
         self.reference = ReferenceTimeline()
         self.clock = StreamClock()  # the microphone's capture times
         self.reference_heard_s = 0.0  # the robot's voice the canceller has learned from so far
+        self.leaks = EchoLeakGate()  # what AEC3 lets through of the robot's voice, silenced
         self._pending = b""  # microphone audio short of a 10 ms frame
         self._pending_t = 0.0
 
@@ -163,6 +166,8 @@ class EchoCanceller:
             near = self._frame(audio[start : start + 2 * FRAME], SAMPLE_RATE, 1, FRAME)
             self._apm.set_stream_delay_ms(self._delay_ms)
             self._apm.process_stream(near)
-            out += near.data.tobytes()
+            mic_frame = np.frombuffer(audio[start : start + 2 * FRAME], dtype=np.int16)
+            cleaned = np.frombuffer(near.data.tobytes(), dtype=np.int16)
+            out += self.leaks.gate(mic_frame, reference, cleaned).tobytes()
         self._pending_t += whole / 2 / SAMPLE_RATE
         return bytes(out)

@@ -318,12 +318,14 @@ def run_policy(
                 results.append(run_trial(rec, feed, label, trial, question, event))
                 if progress:
                     progress()
+            heard = {k: v for k, v in rec.health.get("asr_node", (0, "", {}))[2].items() if k.startswith("echo")}
         finally:
             feed.close()
             rec.close()
     if room is not None:
         with open(out / f"{label}.log", "a") as log:
             log.write(f"room microphone: {room.clipped} samples clipped, {room.late_chunks} loudspeaker chunks late\n")
+            log.write(f"asr_node's canceller at the end: {heard}\n")
     return results
 
 

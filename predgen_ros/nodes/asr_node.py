@@ -490,6 +490,8 @@ class AsrNode(ManagedNode):
             "echo_reference_late_chunks": self.echo.reference.late_chunks,
             "echo_voice_frames_held": self.guarded_vad.held_frames if self.guarded_vad else 0,
             "echo_suppressed_frames": self.guarded_vad.suppressed_frames if self.guarded_vad else 0,
+            "echo_leak_frames_silenced": self.echo.leaks.silenced_frames,
+            "echo_microphone_clock_jumps": self.echo.clock.jumps,
         }
 
     def _recognizer_load(self) -> dict:
