@@ -66,7 +66,7 @@ class Webrtc:
         self._aec.played(0.0, ref.tobytes())
         out = bytearray()
         for start in range(0, len(mic), 2 * FRAME):  # 20 ms chunks, as asr_node reads them
-            out += self._aec.process(mic[start : start + 2 * FRAME].tobytes(), start / SAMPLE_RATE)
+            out += self._aec.process(mic[start : start + 2 * FRAME].tobytes(), start / SAMPLE_RATE).audio
         return np.frombuffer(bytes(out), dtype=np.int16)
 
 

@@ -109,6 +109,19 @@ def test_the_cancellers_digital_silence_never_reaches_the_voice_detector():
     assert run(guarded, 10, echo_present=True) == [False] * 5 + [True] * 5  # the detector's answers were all kept for sound
 
 
+def test_the_voice_detector_judges_its_own_copy_with_the_leaks_silenced():
+    """The recognizer's audio keeps the user's words; the detector's copy of the same
+    samples has the canceller's leaks silenced, and is what it judges."""
+    guarded = EchoGuardedVad(Scripted([True] * 4), window_s=0.3, share=0.6)
+    loud = np.full(guarded.frame_bytes // 2, 3000, dtype=np.int16).tobytes()
+    guarded.hear(b"\0" * guarded.frame_bytes + loud)  # the first frame was a leak
+    assert [guarded.is_speech(loud), guarded.is_speech(loud)] == [False, True]
+    assert guarded.suppressed_frames == 1
+    guarded.hear(b"\0" * guarded.frame_bytes)
+    guarded.forget()  # skipped by the recognizer: never judged
+    assert guarded.is_speech(loud)  # judged as given, nothing heard for it
+
+
 @pytest.mark.parametrize(
     "window, share, named", [(0.3, 0.0, "onset_share"), (0.3, 1.5, "onset_share"), (0.0, 0.6, "onset_window_s")]
 )

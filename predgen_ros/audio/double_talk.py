@@ -52,8 +52,21 @@ class EchoGuardedVad:
         self.canceller_learning = False  # the canceller has not learned the room yet: no voice over the echo
         self.held_frames = 0  # voiced frames not counted: they might have been the robot's echo
         self.suppressed_frames = 0  # frames of the canceller's digital silence, kept from the voice detector
+        self._heard = bytearray()  # the voice detector's copy of the audio still to be judged
+
+    def hear(self, for_voice: bytes) -> None:
+        """The voice detector's copy of the next audio (the canceller's leaks silenced,
+        audio/echo_leak.py): `is_speech` judges it in place of the frames it is given, which
+        are the same samples in the same order."""
+        self._heard += for_voice
+
+    def forget(self) -> None:
+        """The audio given to `hear` will not be judged (the recognizer skipped it)."""
+        self._heard.clear()
 
     def is_speech(self, frame: bytes) -> bool:
+        if len(self._heard) >= len(frame):
+            frame, self._heard[: len(frame)] = bytes(self._heard[: len(frame)]), b""
         samples = np.frombuffer(frame, dtype=np.int16).astype(np.float64)
         if len(samples) and math.sqrt(float(np.mean(samples**2))) < SUPPRESSED_RMS:
             self._recent.append(False)

@@ -15,10 +15,12 @@ no reference arrived (the robot is silent, or a chunk was lost) the reference is
 silence: a lost chunk lets that chunk's echo through, nothing worse.  A chunk that
 arrives after the microphone's audio of its time was processed is too late to help
 and is dropped (`late_chunks` counts them).  Where AEC3 lets the robot's voice through, the
-frame comes out silent (audio/echo_leak.py).
+voice detector's copy of the frame is silent (audio/echo_leak.py).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -121,6 +123,15 @@ class StreamClock:
         return start
 
 
+class Cancelled(NamedTuple):
+    """The canceller's output: `audio` for the recognizer, and the same samples with the
+    canceller's leaks silenced (`for_voice`) for the voice detector: silencing them in the
+    recognizer's audio cost words the user said over the robot (docs/results/echo.md)."""
+
+    audio: bytes
+    for_voice: bytes
+
+
 class EchoCanceller:
     """WebRTC AEC3: `process(mic, t_s)` returns the microphone's audio without the robot's voice."""
 
@@ -147,7 +158,7 @@ class EchoCanceller:
         """AEC3 is still learning the room: its first LEARNING_S of the robot's voice."""
         return self.reference_heard_s < LEARNING_S
 
-    def process(self, mic: bytes, t_s: float) -> bytes:
+    def process(self, mic: bytes, t_s: float) -> Cancelled:
         """`mic`: 16 kHz int16 captured from `t_s` on; returns the cleaned audio, whole
         10 ms frames only (a remainder waits for the next call)."""
         if not self._pending:
@@ -155,7 +166,7 @@ class EchoCanceller:
         audio = self._pending + mic
         whole = len(audio) // (2 * FRAME) * 2 * FRAME
         self._pending = audio[whole:]
-        out = bytearray()
+        out, for_voice = bytearray(), bytearray()
         for start in range(0, whole, 2 * FRAME):
             frame_t = self._pending_t + start / 2 / SAMPLE_RATE
             reference = self.reference.read(frame_t, FRAME)
@@ -168,6 +179,7 @@ class EchoCanceller:
             self._apm.process_stream(near)
             mic_frame = np.frombuffer(audio[start : start + 2 * FRAME], dtype=np.int16)
             cleaned = np.frombuffer(near.data.tobytes(), dtype=np.int16)
-            out += self.leaks.gate(mic_frame, reference, cleaned).tobytes()
+            out += cleaned.tobytes()
+            for_voice += self.leaks.gate(mic_frame, reference, cleaned).tobytes()
         self._pending_t += whole / 2 / SAMPLE_RATE
-        return bytes(out)
+        return Cancelled(bytes(out), bytes(for_voice))

@@ -10,12 +10,13 @@ for the user (the self-pauses of docs/results/echo.md).
 `EchoLeakGate` predicts the echo's level at the microphone from the reference: the
 reference's power, held at its peak and decaying no faster than a reverberant room's
 tail (`DECAY_DB` per 10 ms frame), times the echo's gain from loudspeaker to
-microphone (learned while the robot speaks).  A frame is a leak, and comes out as
-digital silence, when the canceller took less than `LEAK_DB` off it and the microphone
-is no more than `MARGIN_DB` above the predicted echo.  The user's voice is kept: over
-the robot it is mostly taken off less than the echo is, so the canceller lowers the
-microphone by more than `LEAK_DB` (the echo went); after the robot it is louder than the
-tail.  Measured on simulated rooms (RT60 0.3–0.6 s, the user 1.1–1.8 m away; docs/results/echo.md).
+microphone (learned while the robot speaks).  A frame is a leak, and the voice
+detector's copy of it is digital silence, when the canceller took less than `LEAK_DB`
+off it and the microphone is no more than `MARGIN_DB` above the predicted echo.  The
+user's voice mostly is no leak: over the robot the canceller lowers the microphone by
+more than `LEAK_DB` (the echo went); after the robot it is louder than the tail.  Where
+the user speaks in a gap of the robot's voice it can be, so only the voice detector's
+copy is gated: gating the recognizer's audio cost words (docs/results/echo.md).
 """
 
 from __future__ import annotations

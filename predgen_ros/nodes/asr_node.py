@@ -377,7 +377,8 @@ class AsrNode(ManagedNode):
             t0 = time.time() - heard_s
             if self.echo is not None:
                 captured = self.echo.clock.captured(time.time(), len(pcm) // 2)
-                pcm = self.echo.process(pcm, captured)
+                pcm, for_voice = self.echo.process(pcm, captured)
+                self.guarded_vad.hear(for_voice)
                 self.guarded_vad.echo_present = self.echo.reference.sounding(captured, ECHO_TAIL_S)
                 self.guarded_vad.canceller_learning = self.echo.learning
             # after an early final the user may go on: hear it (tts_node stops on the partial)
@@ -385,6 +386,8 @@ class AsrNode(ManagedNode):
             muted = self.robot_speaking and mute and not asr.listening_for_more()
             self.state = AsrState.MUTED if muted else AsrState.LISTENING
             events = asr.skip(pcm) if muted else asr.feed(pcm)
+            if muted and self.guarded_vad is not None:
+                self.guarded_vad.forget()  # the recognizer skipped this audio and dropped what it held
             for what, t in asr.voice_changes():  # before the words: tts_node pauses on the voice
                 self.voice_pub.publish(voice_event(stamp(t0 + t), what))
             for event in events:
