@@ -159,7 +159,7 @@ def write_user_speech(path, texts, gap_s):
 
     import numpy as np
 
-    synth = PiperSynthesizer()
+    synth = PiperSynthesizer(reproducible=True)  # the same audio every run: the words checked must not vary
     pcm, ends = b"\0" * 8000, []
     for text in texts:
         speech = synth.synthesize(text)
