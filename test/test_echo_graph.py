@@ -10,6 +10,7 @@ from predgen_ros.eval.echo_mic import RoomMicrophone, probe_speech
 from predgen_ros.eval.interruption_bag import Trial, first_voiced_s
 from predgen_ros.eval.interruptions import GRAPH_OVERRIDES, HEARING, NODES, ROBOT_IN_MIC, AudioFeed, Recorder, run_trial
 from predgen_ros.nodes.bringup import Graph, default_params_file
+from predgen_ros.turn_taking import CUT_OFF_MARK, Speech, TurnRules
 
 pytestmark = [pytest.mark.graph, pytest.mark.e2e]  # the nodes load the real models
 
@@ -52,4 +53,8 @@ def test_a_real_question_over_the_reply_stops_it_and_is_answered(room_graph, pip
     trial = Trial(2, "barge_in", REQUEST, question, 0.6, first_voiced_s(audio))
     result = run_trial(rec, feed, "pause", trial, piper_voice(REQUEST), audio)
     assert result.spoke and result.stopped and result.silence_s is not None, result
-    assert result.answered and "capital" in result.new_turn.lower(), result
+    # answered with a turn of the user's words, and the history keeps what was played; which
+    # words survive AEC3's double talk varies with timing (WER 63 %: docs/results/echo.md),
+    # so the check is that a question became the turn, not its spelling
+    assert result.answered and TurnRules().kind(result.new_turn) is Speech.TURN, result
+    assert result.history == result.played and result.played.endswith(CUT_OFF_MARK), result
