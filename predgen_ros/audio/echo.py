@@ -146,7 +146,7 @@ class EchoCanceller:
         self.reference = ReferenceTimeline()
         self.clock = StreamClock()  # the microphone's capture times
         self.reference_heard_s = 0.0  # the robot's voice the canceller has learned from so far
-        self.leaks = EchoLeakGate()  # what AEC3 lets through of the robot's voice, silenced
+        self.leaks = EchoLeakGate()  # what AEC3 lets through of the robot's voice, kept from the voice detector
         self._pending = b""  # microphone audio short of a 10 ms frame
         self._pending_t = 0.0
 

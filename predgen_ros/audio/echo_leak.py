@@ -1,4 +1,4 @@
-"""Where WebRTC's canceller lets the robot's own voice through, silence it.
+"""Where WebRTC's canceller lets the robot's own voice through, keep it from the voice detector.
 
 AEC3 takes the robot's voice 20–35 dB down while it speaks, but in a reverberant room
 it stops suppressing soon after the reference falls silent, while the room still rings

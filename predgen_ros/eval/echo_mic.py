@@ -1,10 +1,10 @@
 """The microphone of a robot whose loudspeaker it hears: the robot's own voice mixed in.
 
 For `eval-interruptions --robot-in-mic`: tts_node publishes what the loudspeaker plays
-(`tts/reference`, stamped when it handed each chunk to the sound card); each chunk is convolved with the loudspeaker-to-microphone impulse
-response of a simulated room (eval/echo_room.py: the loudspeaker 0.3 m away, the user
-1–2 m away, RT60 0.3–0.6 s) and added to the microphone's stream at the time it was
-played, with its reverberant tail.  The user's clips go through the same room from
+(`tts/reference`, stamped when it handed each chunk to the sound card); each chunk is
+convolved with the loudspeaker-to-microphone impulse response of a simulated room
+(eval/echo_room.py: the loudspeaker 0.3 m away, the user 1–2 m away, RT60 0.3–0.6 s)
+and added to the microphone's stream at the time it was played, with its reverberant tail.  The user's clips go through the same room from
 where the user stands, and noise comes in at about 25 dB below the user's speech.  The
 gain is set once per room so that the robot's voice peaks at -6 dBFS: louder than the
 user, never clipped (a clipped echo is beyond any canceller; `clipped` counts samples).
