@@ -14,21 +14,21 @@ The voice's length comes from asr_node's `asr/voice` stamps (`VoicedSpan`):
 pocketsphinx may spell a half-second "mm-hmm" as three words, but no one says
 three words in half a second.
 
-Two parties apply the same rules.  tts_node's `VoiceControl` decides what the
-robot's voice does: with `stop` it stops for good at a turn (and ignores the
-rest); with `pause` it pauses at the user's voice or a short partial and resumes
-where it paused when the utterance ends without becoming a turn, or after
-`resume_s` without a word.  predgen_node's `TurnGate` passes such an utterance
-to the engine only once it is a turn, so an acknowledgement makes no turn and
-the history keeps the reply.  Once the robot has finished, the floor is the
-user's: whatever they say next is a turn ("yes" may answer the robot's question),
-but an utterance that began over the robot is still judged as one.
+One party applies them: the `TurnOwner`, in asr_node.  It tells the robot's
+voice what to do on `turn/decision` (tts_node obeys: pause, resume, stop) and
+publishes on asr/partial and asr/final only the words that are the user's turn
+(predgen_node answers what it gets), so an acknowledgement makes no turn and the
+history keeps the reply.  Once the robot has finished, the floor is the user's:
+whatever they say next is a turn ("yes" may answer the robot's question), but an
+utterance that began over the robot is still judged as one.  Change the rules
+here; set them in asr_node's `turn:` parameters.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,7 +38,7 @@ from enum import StrEnum
 BACKCHANNELS = "mm hmm, mhm, mm, hmm, uh huh, ah, uh, um, yeah, yes, yep, okay, ok, right, i see, sure, alright, got it"
 INTERRUPTIONS = ("stop", "pause")
 VOICE_KINDS = ("start", "more", "end")  # asr/voice frame_id: an utterance opens / voice again in it / voice fell silent
-TAKE_OVER_S = 0.5  # an utterance heard this soon before robot_speaking went false is a turn (TurnGate)
+TAKE_OVER_S = 0.5  # an utterance heard this soon before robot_speaking went false is a turn (TurnOwner)
 CUT_OFF_MARK = "—"  # ends a reply the user cut off, as the history keeps it
 _WORD = re.compile(r"[a-z0-9']+")
 
@@ -138,135 +138,134 @@ class VoicedSpan:
         self._onset = self._until = None
 
 
-class VoiceControl:
-    """tts_node's reaction to the user while a reply plays (not thread-safe: the node locks)."""
+@dataclass(frozen=True)
+class Ruling:
+    """The owner's decision at one event: what the robot's voice does (turn/decision), and
+    whether the engine hears these words (asr_node publishes them on asr/partial, asr/final)."""
 
-    def __init__(self, rules: TurnRules, interruption: str, resume_s: float, clock: Callable[[], float] = time.time):
+    voice: Voice = Voice.KEEP
+    hand_on: bool = False
+
+
+class TurnOwner:
+    """The one judge of turns, hosted by asr_node (it hears the user first-hand).
+
+    For the voice: with `stop` a turn over the robot stops it for good; with `pause`
+    the user's voice or a short partial pauses it, and it resumes where it paused when
+    the utterance ends without a turn, at an acknowledgement, or after `resume_s`
+    without a word.  For the engine: an utterance that began over the robot is handed
+    on only once it is a turn (its later partials and its final too); one begun while
+    the robot was silent is a turn whatever its words.  The user's first words and
+    robot_speaking's false can cross on the wire: an utterance heard less than
+    TAKE_OVER_S before the robot fell silent is judged as one begun after it.
+
+    Thread-safe: asr_node's source thread brings the user's events, its executor
+    robot_speaking and the clock's ticks."""
+
+    def __init__(
+        self,
+        rules: TurnRules,
+        interruption: str = "pause",
+        resume_s: float = 1.0,
+        barge_in: bool = True,
+        clock: Callable[[], float] = time.time,
+    ):
         if interruption not in INTERRUPTIONS:
-            raise ValueError(f"tts.interruption: unknown {interruption!r} (choose one of {', '.join(INTERRUPTIONS)})")
+            raise ValueError(f"turn.interruption: unknown {interruption!r} (choose one of {', '.join(INTERRUPTIONS)})")
+        if resume_s <= 0:
+            raise ValueError(f"turn.resume_s: {resume_s} is not positive (seconds a pause waits for a turn)")
         self.rules = rules
         self.pausing = interruption == "pause"
         self.resume_s = resume_s
+        self.barge_in = barge_in
         self.clock = clock
-        self.resume_at: float | None = None  # paused until then
+        self.ignored = 0  # utterances over the robot that never became a turn
+        self.robot_talks = False  # robot_speaking, tts_node's word: a committed reply may never play
+        self.resume_at: float | None = None  # the voice is paused until then
         self.span = VoicedSpan()
+        self._over_robot: bool | None = None  # the open utterance began over the robot; None between utterances
+        self._opened_at = 0.0
+        self._passing = False
+        self._lock = threading.Lock()
 
     @property
     def paused(self) -> bool:
         return self.resume_at is not None
 
-    def new_reply(self) -> None:
-        """A pause does not outlive its reply."""
-        self.resume_at = None
+    def robot_speaking(self, talking: bool) -> None:
+        with self._lock:
+            if talking != self.robot_talks:
+                self.resume_at = None  # a pause does not outlive its reply
+            self.robot_talks = talking
+            if not talking and self._over_robot and self.clock() - self._opened_at < TAKE_OVER_S:
+                self._over_robot, self._passing = False, True
 
-    def voice(self, what: str, t: float) -> Voice:
+    def voice(self, what: str, t: float) -> Ruling:
         """asr/voice (`what` in VOICE_KINDS, `t` its stamp): voice (again) pauses."""
-        self.span.voice(what, t)
-        return self._pause() if self.pausing and what != "end" else Voice.KEEP
+        with self._lock:
+            self.span.voice(what, t)
+            return Ruling(self._pause() if self.pausing and what != "end" else Voice.KEEP)
 
-    def partial(self, text: str) -> Voice:
-        kind = self.rules.kind(text, self.span.seconds(self.clock()))
-        if kind is Speech.TURN:
-            return self._stop()
-        if kind is Speech.SHORT and self.pausing:
-            return self._pause()
-        if kind is Speech.BACKCHANNEL and self.paused:
-            return self._resume()
-        return Voice.KEEP
+    def partial(self, text: str) -> Ruling:
+        with self._lock:
+            kind = self._kind(text)
+            hand_on = self._judge(kind)
+            if kind is Speech.TURN:
+                return Ruling(self._stop(), hand_on)
+            if kind is Speech.SHORT and self.pausing:
+                return Ruling(self._pause(), hand_on)
+            if kind is Speech.BACKCHANNEL and self.paused:
+                return Ruling(self._resume(), hand_on)
+            return Ruling(Voice.KEEP, hand_on)
 
-    def final(self, text: str) -> Voice:
-        kind = self.rules.kind(text, self.span.seconds(self.clock()))
-        self.span.close()
-        if kind is Speech.TURN:
-            return self._stop()
-        return self._resume() if self.paused else Voice.KEEP
+    def final(self, text: str) -> Ruling:
+        """The utterance's end.  A final without a partial before it is a whole turn (an
+        ASR without partials: nothing says when it began)."""
+        with self._lock:
+            kind = self._kind(text)
+            hand_on = True if self._over_robot is None else self._judge(kind)
+            self.ignored += not hand_on
+            self._over_robot = None
+            self.span.close()
+            if kind is Speech.TURN:
+                return Ruling(self._stop(), hand_on)
+            return Ruling(self._resume() if self.paused else Voice.KEEP, hand_on)
 
     def due(self) -> Voice:
         """RESUME once a pause has lasted `resume_s` without a turn."""
-        if self.paused and self.clock() >= self.resume_at:
-            return self._resume()
-        return Voice.KEEP
+        with self._lock:
+            if self.paused and self.clock() >= self.resume_at:
+                return self._resume()
+            return Voice.KEEP
+
+    def _kind(self, text: str) -> Speech:
+        return self.rules.kind(text, self.span.seconds(self.clock()))
+
+    def _judge(self, kind: Speech) -> bool:
+        """Whether the engine hears the open utterance from here on."""
+        if self._over_robot is None:
+            self._over_robot, self._passing = self.robot_talks, not self.robot_talks
+            self._opened_at = self.clock()
+        self._passing = self._passing or kind is Speech.TURN
+        return self._passing
+
+    def _voice_may_change(self) -> bool:
+        return self.robot_talks and self.barge_in
 
     def _pause(self) -> Voice:
+        if not self._voice_may_change():
+            return Voice.KEEP
         first = not self.paused
         self.resume_at = self.clock() + self.resume_s  # each new sound extends the pause
         return Voice.PAUSE if first else Voice.KEEP
 
     def _resume(self) -> Voice:
         self.resume_at = None
-        return Voice.RESUME
+        return Voice.RESUME if self._voice_may_change() else Voice.KEEP
 
     def _stop(self) -> Voice:
         self.resume_at = None
-        return Voice.STOP
-
-
-class TurnGate:
-    """predgen_node's filter: an utterance that began over the robot reaches the engine
-    only once it is a turn; until then its partials and its end of speech are held.
-
-    The user's first words and robot_speaking's false can cross on the wire: an
-    utterance heard less than TAKE_OVER_S before the robot fell silent is judged as
-    one begun after it (a turn, whatever its words)."""
-
-    def __init__(self, rules: TurnRules, clock: Callable[[], float] = time.time):
-        self.rules = rules
-        self.clock = clock
-        self.ignored = 0  # utterances over the robot that never became a turn
-        self._robot_talks = False
-        self._over_robot: bool | None = None  # the open utterance began over the robot; None between utterances
-        self._opened_at = 0.0
-        self._passing = False
-        self._held_end = None
-        self.span = VoicedSpan()
-
-    def robot_talks(self) -> None:
-        """robot_speaking went true (only tts_node's word counts: a committed reply may never play)."""
-        self._robot_talks = True
-
-    def robot_silent(self) -> None:
-        self._robot_talks = False
-        if self._over_robot and self.clock() - self._opened_at < TAKE_OVER_S:
-            self._over_robot = False
-            self._passing = True
-
-    def _sees(self, text: str) -> bool:
-        if self._over_robot is None:
-            self._over_robot, self._passing = self._robot_talks, not self._robot_talks
-            self._opened_at = self.clock()
-        self._passing = self._passing or self.rules.kind(text, self.span.seconds(self.clock())) is Speech.TURN
-        return self._passing
-
-    def voice(self, what: str, t: float) -> None:
-        """asr/voice: how long the user has spoken counts (TurnRules.min_speech_s)."""
-        self.span.voice(what, t)
-
-    def partial(self, text: str) -> bool:
-        """Whether the engine should hear this partial."""
-        return self._sees(text)
-
-    def speech_end(self, event) -> list:
-        """The events to hand on now (the end of speech is held with its utterance)."""
-        if self._passing or (self._over_robot is None and not self._robot_talks):
-            return [event]
-        self._held_end = event
-        return []
-
-    def final(self, text: str, event) -> list:
-        """The events to hand on: the held end of speech and the final, or nothing.  A final
-        without a partial before it is a whole turn (an ASR without partials; and when it
-        races robot_speaking on the wire, nothing says when it began)."""
-        if self._over_robot is None:
-            held, self._held_end = self._held_end, None
-            self.span.close()
-            return [e for e in (held, event) if e is not None]
-        passing = self._sees(text)
-        held, self._held_end, self._over_robot = self._held_end, None, None
-        self.span.close()
-        if passing:
-            return [e for e in (held, event) if e is not None]
-        self.ignored += 1
-        return []
+        return Voice.STOP if self._voice_may_change() else Voice.KEEP
 
 
 def heard_text(pieces: list[tuple[str, float]]) -> str:
@@ -280,7 +279,7 @@ def heard_text(pieces: list[tuple[str, float]]) -> str:
 
 
 _RULES = TurnRules()
-# Both tts_node and predgen_node read these (set them alike for both, as config/*.yaml does).
+# asr_node's, where the TurnOwner runs: the one place the turn rules are set.
 TURN_PARAMS = {
     "turn.min_words": (
         _RULES.min_words,
@@ -294,9 +293,17 @@ TURN_PARAMS = {
         _RULES.min_speech_s,
         "and it is a turn only after this many seconds of the user's voice (asr/voice); 0 = words alone decide",
     ),
+    "turn.barge_in": (True, "the user may interrupt the robot (false: it always speaks its reply to the end)"),
+    "turn.interruption": (
+        "pause",
+        f"{' | '.join(INTERRUPTIONS)}: a real turn over the robot stops it; with pause, the user's voice or a short "
+        "partial pauses it and it resumes where it paused unless a turn follows",
+    ),
+    "turn.resume_s": (1.0, "pause: resume when this long passes after the last sound without a turn (s)"),
 }
 
 
-def turn_rules(params: dict) -> TurnRules:
-    """The rules from a node's parameter values; ValueError names the parameter at fault."""
-    return TurnRules(params["turn.min_words"], params["turn.backchannels"], params["turn.min_speech_s"])
+def turn_owner(params: dict) -> TurnOwner:
+    """The owner from asr_node's parameter values; ValueError names the parameter at fault."""
+    rules = TurnRules(params["turn.min_words"], params["turn.backchannels"], params["turn.min_speech_s"])
+    return TurnOwner(rules, params["turn.interruption"], params["turn.resume_s"], params["turn.barge_in"])

@@ -43,9 +43,10 @@ def test_parameters_go_to_the_node_that_declares_them():
     command = node_command("tts_node", "p.yaml", {"tts.sink": "none", "policy": "baseline", "tts.realtime": False})
     assert command[-4:] == ["-p", "tts.sink:='none'", "-p", "tts.realtime:=false"]
     assert ros_value("007") == "'007'"  # stays a string
-    for node in ("predgen_node", "tts_node"):  # the turn-taking rules are both nodes'
-        assert node_command(node, "p.yaml", {"turn.min_words": 1})[-2:] == ["-p", "turn.min_words:=1"]
-    assert "turn.min_words:=1" not in node_command("asr_node", "p.yaml", {"turn.min_words": 1})
+    # the turn rules are asr_node's alone: its turn owner decides for the other two
+    assert node_command("asr_node", "p.yaml", {"turn.min_words": 1})[-2:] == ["-p", "turn.min_words:=1"]
+    for node in ("predgen_node", "tts_node"):
+        assert "turn.min_words:=1" not in node_command(node, "p.yaml", {"turn.min_words": 1})
 
 
 @pytest.mark.parametrize("value", ["/data/o'brien/voice.onnx", "it's", "''", "a: b", "#x", "007", "true", "[1, 2]"])

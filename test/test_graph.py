@@ -15,6 +15,7 @@ from std_srvs.srv import Trigger
 from predgen_ros.engine.transcript_order import LATE_COPY_WINDOW_S
 from predgen_ros.nodes.bringup import Graph, default_params_file
 from predgen_ros.nodes.common import TEXT_QOS, stamp
+from predgen_ros.nodes.messages import turn_decision
 from predgen_ros.nodes.predgen_node import REPORT_KEYS
 from predgen_ros.nodes.probe import GraphProbe
 from predgen_ros.turn_taking import CUT_OFF_MARK
@@ -23,7 +24,7 @@ pytestmark = [pytest.mark.graph, pytest.mark.e2e]  # the nodes load the real mod
 
 
 class FakeUser:
-    """Publishes what an ASR node would; records what the graph answers."""
+    """Publishes what asr_node would (its turn owner's decisions too); records what the graph answers."""
 
     def __init__(self):
         self.probe = GraphProbe("test_user")
@@ -31,6 +32,7 @@ class FakeUser:
         self.partial = self.node.create_publisher(String, "asr/partial", TEXT_QOS)
         self.final = self.node.create_publisher(String, "asr/final", TEXT_QOS)
         self.speech_end = self.node.create_publisher(Header, "asr/speech_end", TEXT_QOS)
+        self.decision = self.node.create_publisher(Header, "turn/decision", TEXT_QOS)
         self.reset = self.node.create_client(Trigger, "/predgen_node/reset")
         self.reports: list[dict[str, str]] = []
         self.replies_spoken = 0
@@ -71,6 +73,11 @@ class FakeUser:
             self.speech_end.publish(Header(stamp=stamp(time.time())))
             self.final.publish(String(data=text))
 
+    def talk_over(self, words: str) -> None:
+        """A turn over the robot, as asr_node's owner rules it: stop the voice, hand on the words."""
+        self.decision.publish(turn_decision(stamp(time.time()), "stop", words))
+        self.partial.publish(String(data=words))
+
     def turn(self, text, graph):
         """Say `text` to a silent robot and wait for its latency report and the end of its
         audio (said over a reply, the words would be judged as an interruption; and the end
@@ -110,11 +117,12 @@ def matched_both_ways(user) -> bool:
     """Every reader and writer of the user's topics matched, so no first message is lost:
     the partials and finals by predgen_node and tts_node both (one reader alone may be
     tts_node's; beside CPU-bound processes discovery can take seconds), the end of speech
-    by predgen_node, the reports and robot_speaking from their nodes."""
+    by predgen_node, the turn decisions by tts_node, the reports and robot_speaking from their nodes."""
     return (
         user.partial.get_subscription_count() >= 2
         and user.final.get_subscription_count() >= 2
         and user.speech_end.get_subscription_count() >= 1
+        and user.decision.get_subscription_count() >= 1
         and user.latency_sub.get_publisher_count() >= 1
         and user.speaking_sub.get_publisher_count() >= 1
     )
@@ -213,7 +221,7 @@ def test_barge_in_stops_the_reply_and_the_new_utterance_is_answered(graph):
     user.say("Tell me a long story about a robot who learns to paint.", g)
     user.spin_until(lambda: user._speaking and len(user.reports) > before, graph=g)
     reports = len(user.reports)
-    user.partial.publish(String(data="Stop, stop, what"))  # the user talks over the robot: three words are a turn
+    user.talk_over("Stop, stop, what")
     user.spin_until(lambda: not user._speaking, graph=g)  # how soon: `predgen-ros eval-interruptions`
     report = user.turn("Stop, stop, what is two plus two?", g)
     assert report["transcript"] == "Stop, stop, what is two plus two?" and report["first_sentence"]
@@ -282,6 +290,7 @@ def test_a_barge_in_that_repeats_the_question_is_answered(graph):
         f"first sentence {user.reports[-1]['first_sentence']!r}"
     )
     reports = len(user.reports)
+    user.talk_over(question)
     report = user.turn(question, g)
     assert [r["transcript"] for r in user.reports[reports:]] == [question]
     assert report["history_turns"] == "1" and report["first_sentence"]  # the interrupted reply is in the history

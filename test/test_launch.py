@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from predgen_ros.engine.params import ENGINE_PARAMS
 from predgen_ros.nodes import bringup
 from predgen_ros.nodes.asr_node import ASR_PARAMS
-from predgen_ros.nodes.predgen_node import PREDGEN_PARAMS
 from predgen_ros.nodes.tts_node import TTS_PARAMS
 
 LAUNCH_FILE = Path(__file__).resolve().parents[1] / "launch" / "predgen.launch.py"
-DECLARED = {"asr_node": ASR_PARAMS, "predgen_node": PREDGEN_PARAMS, "tts_node": TTS_PARAMS}
+DECLARED = {"asr_node": ASR_PARAMS, "predgen_node": ENGINE_PARAMS, "tts_node": TTS_PARAMS}
 ARGUMENTS = {"params_file", "namespace", "half", "policy", "model", "backend", "device", "asr_backend", "sink"}
 
 

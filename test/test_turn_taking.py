@@ -7,11 +7,11 @@ import pytest
 from predgen_ros.turn_taking import (
     CUT_OFF_MARK,
     TAKE_OVER_S,
+    Ruling,
     Speech,
-    TurnGate,
+    TurnOwner,
     TurnRules,
     Voice,
-    VoiceControl,
     VoicedSpan,
     heard_text,
 )
@@ -78,114 +78,130 @@ def test_bad_rules_say_which_parameter():
         TurnRules(min_words=0)
     with pytest.raises(ValueError, match="turn.min_speech_s"):
         TurnRules(min_speech_s=-1)
-    with pytest.raises(ValueError, match="tts.interruption"):
-        VoiceControl(TurnRules(), "mute", 1.0)
+    with pytest.raises(ValueError, match="turn.interruption"):
+        TurnOwner(TurnRules(), "mute")
+    with pytest.raises(ValueError, match="turn.resume_s"):
+        TurnOwner(TurnRules(), "pause", 0.0)
+
+
+def talking_owner(interruption="pause", clock=None, **rules) -> TurnOwner:
+    owner = TurnOwner(TurnRules(**rules), interruption, 1.0, clock=clock or Clock())
+    owner.robot_speaking(True)
+    return owner
 
 
 def test_stop_ignores_all_but_a_turn():
-    control = VoiceControl(TurnRules(), "stop", 1.0)
-    assert control.voice("start", 0.0) is Voice.KEEP
-    assert control.partial("wait") is Voice.KEEP
-    assert control.final("mm hmm") is Voice.KEEP
-    control.voice("start", 0.0)  # long ago: the voice has lasted long enough
-    assert control.partial("wait what is") is Voice.STOP
+    owner = talking_owner("stop")
+    assert owner.voice("start", 0.0).voice is Voice.KEEP
+    assert owner.partial("wait") == Ruling(Voice.KEEP, hand_on=False)
+    assert owner.final("mm hmm") == Ruling(Voice.KEEP, hand_on=False)
+    owner.voice("start", 0.0)  # long ago: the voice has lasted long enough
+    assert owner.partial("wait what is") == Ruling(Voice.STOP, hand_on=True)
 
 
 def test_pause_resumes_at_an_acknowledgement_a_final_or_after_resume_s():
     clock = Clock()
-    control = VoiceControl(TurnRules(), "pause", 1.0, clock)
-    assert control.voice("start", clock.t) is Voice.PAUSE and control.paused
-    assert control.partial("i") is Voice.KEEP  # a short partial keeps it paused, a while longer
-    assert control.partial("i see") is Voice.RESUME and not control.paused
+    owner = talking_owner(clock=clock)
+    assert owner.voice("start", clock.t).voice is Voice.PAUSE and owner.paused
+    assert owner.partial("i").voice is Voice.KEEP  # a short partial keeps it paused, a while longer
+    assert owner.partial("i see").voice is Voice.RESUME and not owner.paused
+    owner.final("i see")
 
-    assert control.voice("start", clock.t) is Voice.PAUSE
-    assert control.final("ah") is Voice.RESUME  # the utterance ended without a turn
+    assert owner.voice("start", clock.t).voice is Voice.PAUSE
+    assert owner.final("ah").voice is Voice.RESUME  # the utterance ended without a turn
 
-    assert control.voice("start", clock.t) is Voice.PAUSE
+    assert owner.voice("start", clock.t).voice is Voice.PAUSE
     clock.t += 0.9
-    assert control.due() is Voice.KEEP
+    assert owner.due() is Voice.KEEP
     clock.t += 0.2
-    assert control.due() is Voice.RESUME  # a cough: no word within resume_s
+    assert owner.due() is Voice.RESUME  # a cough: no word within resume_s
 
-    assert control.voice("start", clock.t) is Voice.PAUSE
+    assert owner.voice("start", clock.t).voice is Voice.PAUSE
     clock.t += 1.0
-    assert control.partial("what time is it") is Voice.STOP and not control.paused
+    assert owner.partial("what time is it").voice is Voice.STOP and not owner.paused
+
+
+def test_the_voice_is_left_alone_while_the_robot_is_silent_or_barge_in_is_off():
+    clock = Clock()
+    owner = TurnOwner(TurnRules(), "pause", 1.0, clock=clock)
+    assert owner.voice("start", clock.t).voice is Voice.KEEP and not owner.paused
+    clock.t += 1.0
+    assert owner.partial("what time is it") == Ruling(Voice.KEEP, hand_on=True)
+    owner.final("what time is it")
+
+    deaf = TurnOwner(TurnRules(), "pause", 1.0, barge_in=False, clock=clock)
+    deaf.robot_speaking(True)
+    assert deaf.voice("start", clock.t).voice is Voice.KEEP
+    clock.t += 1.0
+    assert deaf.partial("what time is it") == Ruling(Voice.KEEP, hand_on=True)  # still a turn, answered after
+
+
+def test_a_pause_does_not_outlive_its_reply():
+    clock = Clock()
+    owner = talking_owner(clock=clock)
+    assert owner.voice("start", clock.t).voice is Voice.PAUSE
+    owner.robot_speaking(True)  # said again: still the same reply, still paused
+    assert owner.paused
+    owner.robot_speaking(False)
+    owner.robot_speaking(True)
+    clock.t += 2.0
+    assert owner.due() is Voice.KEEP  # the new reply was never paused
 
 
 def test_a_hum_heard_as_three_words_pauses_and_resumes_but_a_question_stops():
     clock = Clock()
-    control = VoiceControl(TurnRules(), "pause", 1.0, clock)
-    assert control.voice("start", clock.t) is Voice.PAUSE
+    owner = talking_owner(clock=clock)
+    assert owner.voice("start", clock.t).voice is Voice.PAUSE
     clock.t += 0.55
-    assert control.partial("and i'm") is Voice.KEEP
-    assert control.voice("end", clock.t + 0.07) is Voice.KEEP  # the voice fell silent at 0.62 s
+    assert owner.partial("and i'm").voice is Voice.KEEP
+    assert owner.voice("end", clock.t + 0.07).voice is Voice.KEEP  # the voice fell silent at 0.62 s
     clock.t += 0.3
-    assert control.partial("and i'm on") is Voice.KEEP  # three words, but 0.62 s of voice
-    assert control.final("and i'm on") is Voice.RESUME
+    assert owner.partial("and i'm on") == Ruling(Voice.KEEP, hand_on=False)  # three words, but 0.62 s of voice
+    assert owner.final("and i'm on") == Ruling(Voice.RESUME, hand_on=False)
 
-    assert control.voice("start", clock.t) is Voice.PAUSE
+    assert owner.voice("start", clock.t).voice is Voice.PAUSE
     clock.t += 0.5
-    assert control.partial("why do cats") is Voice.KEEP  # not yet: 0.5 s
+    assert owner.partial("why do cats") == Ruling(Voice.KEEP, hand_on=False)  # not yet: 0.5 s
     clock.t += 0.4
-    assert control.partial("why do cats purr") is Voice.STOP
+    assert owner.partial("why do cats purr") == Ruling(Voice.STOP, hand_on=True)
+    assert owner.final("why do cats purr").hand_on
 
 
-def test_the_gate_holds_speech_over_the_robot_until_it_is_a_turn():
-    gate = TurnGate(TurnRules())
-    assert gate.partial("hello there") and gate.final("hello there", "F") == ["F"]  # the robot is silent: any turn
+def test_speech_over_the_robot_reaches_the_engine_only_once_it_is_a_turn():
+    owner = TurnOwner(TurnRules())
+    assert owner.partial("hello there").hand_on and owner.final("hello there").hand_on  # the robot is silent: any turn
 
-    gate.robot_talks()
-    assert not gate.partial("mm")
-    assert gate.speech_end("E") == []
-    assert gate.final("mm hmm", "F") == []  # an acknowledgement: no turn, nothing reaches the engine
-    assert gate.ignored == 1
+    owner.robot_speaking(True)
+    assert not owner.partial("mm").hand_on
+    assert not owner.final("mm hmm").hand_on  # an acknowledgement: no turn, nothing reaches the engine
+    assert owner.ignored == 1
 
-    assert not gate.partial("wait")
-    assert gate.partial("wait what is")  # a turn: from here on the engine hears it
-    assert gate.partial("wait what is the time")
-    assert gate.speech_end("E") == ["E"]
-    assert gate.final("wait what is the time", "F") == ["F"]
+    assert not owner.partial("wait").hand_on
+    assert owner.partial("wait what is").hand_on  # a turn: from here on the engine hears it
+    assert owner.partial("wait what is the time").hand_on
+    assert owner.final("wait what is the time").hand_on
 
-    assert not gate.partial("what time")
-    assert gate.speech_end("E") == []
-    assert gate.final("what time is it", "F") == ["E", "F"]  # the final made it a turn: its end of speech comes along
-    assert gate.final("ok", "F") == ["F"]  # a final without partials is a whole turn
-
-
-def test_the_gate_times_the_voice_over_the_robot():
-    clock = Clock()
-    gate = TurnGate(TurnRules(), clock)
-    gate.robot_talks()
-    gate.voice("start", clock.t)
-    clock.t += 0.6
-    assert not gate.partial("and i'm on")  # three words in 0.6 s: a hum
-    gate.voice("end", clock.t)
-    clock.t += 0.5
-    assert gate.speech_end("E") == []
-    assert gate.final("and i'm on", "F") == []
-
-    gate.voice("start", clock.t)
-    clock.t += 0.9
-    assert gate.partial("why do cats purr")
-    assert gate.final("why do cats purr", "F") == ["F"]
+    assert not owner.partial("what time").hand_on
+    assert owner.final("what time is it").hand_on  # the final made it a turn
+    assert owner.final("ok").hand_on  # a final without partials is a whole turn
+    assert owner.ignored == 1
 
 
 def test_once_the_robot_is_silent_any_speech_is_a_turn_but_one_begun_over_it_is_judged_so():
     clock = Clock()
-    gate = TurnGate(TurnRules(), clock)
-    gate.robot_talks()
-    assert not gate.partial("mm")
+    owner = TurnOwner(TurnRules(), clock=clock)
+    owner.robot_speaking(True)
+    assert not owner.partial("mm").hand_on
     clock.t += TAKE_OVER_S
-    gate.robot_silent()  # the reply ends while the user acknowledges it
-    assert gate.final("mm hmm", "F") == []
-    assert gate.partial("yes") and gate.final("yes", "F") == ["F"]  # "yes" answers the robot's question
+    owner.robot_speaking(False)  # the reply ends while the user acknowledges it
+    assert not owner.final("mm hmm").hand_on
+    assert owner.partial("yes").hand_on and owner.final("yes").hand_on  # "yes" answers the robot's question
 
-    gate.robot_talks()
-    assert not gate.partial("yes")
-    assert gate.speech_end("E") == []
+    owner.robot_speaking(True)
+    assert not owner.partial("yes").hand_on
     clock.t += TAKE_OVER_S / 2
-    gate.robot_silent()  # the user began as the robot ended: they take the turn
-    assert gate.final("yes", "F") == ["E", "F"]
+    owner.robot_speaking(False)  # the user began as the robot ended: they take the turn
+    assert owner.final("yes").hand_on
 
 
 def test_what_was_heard_of_a_reply_cut_off():

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..turn_taking import TURN_PARAMS
 from .config import BACKENDS, SYSTEM_PROMPT, WEIGHTS, ConfigError, EngineConfig, VerifierRule
 from .sentences import SentenceRules
 
@@ -124,8 +123,7 @@ def node_section(tree: Any, node: str) -> dict[str, Any] | None:
 
 
 def read_params_file(path: str | Path, node: str = "predgen_node") -> dict[str, Any]:
-    """The engine's dotted parameters of `node` in a ROS 2 parameter YAML file (its
-    turn-taking parameters are the node's, not the engine's: they are left out)."""
+    """The engine's dotted parameters of `node` in a ROS 2 parameter YAML file."""
     import yaml
 
     path = Path(path)
@@ -139,10 +137,10 @@ def read_params_file(path: str | Path, node: str = "predgen_node") -> dict[str, 
     if not isinstance(section, dict):
         raise ConfigError(f"{path}: no '/**/{node}: ros__parameters:' section")
     params = {name: value for name, value in _flatten(section).items() if name not in NODE_LEVEL_PARAMS}
-    unknown = sorted(set(params) - set(ENGINE_PARAMS) - set(TURN_PARAMS))
+    unknown = sorted(set(params) - set(ENGINE_PARAMS))
     if unknown:
         raise ConfigError(f"{path}: unknown parameter {', '.join(unknown)} (known: {', '.join(ENGINE_PARAMS)})")
-    return {name: value for name, value in params.items() if name in ENGINE_PARAMS}
+    return params
 
 
 def _system_prompt(text: Any) -> str:

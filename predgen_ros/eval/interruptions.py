@@ -45,8 +45,8 @@ REACTION_S = 0.3  # an event whose onset came later than this before the reply's
 QUIET_S = 2.0  # a trial starts once the robot has been silent, with no new turn, this long
 # The interruption policies compared: the default, and the behaviour before turn-taking.
 POLICIES = {
-    "pause": {"tts.interruption": "pause"},
-    "stop": {"tts.interruption": "stop", "turn.min_words": 1, "turn.backchannels": "", "turn.min_speech_s": 0.0},
+    "pause": {"turn.interruption": "pause"},
+    "stop": {"turn.interruption": "stop", "turn.min_words": 1, "turn.backchannels": "", "turn.min_speech_s": 0.0},
 }
 GRAPH_OVERRIDES = {
     "asr.backend": DEFAULT_RECOGNIZER,

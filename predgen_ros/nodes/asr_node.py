@@ -11,6 +11,11 @@ When the utterance ends is the endpoint policy's call (audio/endpoint.py): a
 fixed silence, or a short pause when Smart Turn (the audio) or the LLM (the
 words, from predgen_node's `turn/end_probability`) says the turn is complete.
 
+asr_node also owns the turn (turn_taking.py's TurnOwner, `turn.*` parameters):
+speech that begins while the robot speaks reaches asr/partial and asr/final only
+once it is a turn, and what the robot's voice does meanwhile (pause, resume,
+stop) goes out on `turn/decision` for tts_node.
+
 A lifecycle node like the other two: configure opens the recognizer and the
 audio source (a bad parameter stays unconfigured with its reason), activate
 starts hearing (a WAV file or a text list from its beginning), deactivate stops
@@ -38,8 +43,9 @@ from ..audio.text_asr import CHARS_PER_MINUTE, QuestionError, load_questions, te
 from ..audio.whisper import COMPUTE_TYPES, DEVICES, WhisperSettings
 from ..audio.whisper_models import EMBEDDED_MODELS
 from ..events import Heard
+from ..turn_taking import TURN_PARAMS, TurnOwner, Voice, turn_owner
 from .common import AUDIO_QOS, ERROR, OK, TEXT_QOS, WARN, ManagedNode, StartupError, run_node, stamp
-from .messages import audio_rate, played_at, speech_end, voice_event
+from .messages import audio_rate, played_at, speech_end, turn_decision, voice_event
 from .peer_watch import PEER, PeerWatch
 
 UNKNOWN_NODE = "_NODE_NAME_UNKNOWN_"  # rmw's name for an endpoint whose node it has not heard of yet
@@ -121,6 +127,7 @@ ASR_PARAMS = {
         "(audio/double_talk.py)",
     ),
     "asr.echo.onset_share": (ONSET_SHARE, "the share of that window's voice-detector frames that must be voiced, (0, 1]"),
+    **TURN_PARAMS,
 }
 
 
@@ -152,6 +159,9 @@ class AsrNode(ManagedNode):
         self.final_pub = self.create_publisher(String, "asr/final", TEXT_QOS)
         self.speech_end_pub = self.create_publisher(Header, "asr/speech_end", TEXT_QOS)
         self.voice_pub = self.create_publisher(Header, "asr/voice", TEXT_QOS)  # the voice's start/end: turn_taking.py
+        self.decision_pub = self.create_publisher(Header, "turn/decision", TEXT_QOS)  # what tts_node's voice does
+        self.turns: TurnOwner | None = None
+        self._due = None  # timer: a pause that lasted turn.resume_s resumes
         self.asr: StreamingAsr | None = None
         self.predgen = PeerWatch(self)  # on a split robot, the other host may go away
         self.robot_speaking = False
@@ -173,6 +183,10 @@ class AsrNode(ManagedNode):
 
     # ------------------------------------------------------------- lifecycle
     def configure(self) -> None:
+        try:
+            self.turns = turn_owner(self.p)
+        except ValueError as err:
+            raise StartupError(str(err)) from None
         if self.p["asr.echo_cancel"] not in ECHO_CANCELLERS:
             raise StartupError(
                 f"asr.echo_cancel: unknown canceller {self.p['asr.echo_cancel']!r} (choose one of {', '.join(ECHO_CANCELLERS)})"
@@ -196,6 +210,7 @@ class AsrNode(ManagedNode):
         if self.echo is not None:
             self._reference_sub = self.create_subscription(Int16MultiArray, "tts/reference", self._on_reference, AUDIO_QOS)
             self._listening.append(self._reference_sub)
+        self._due = self.create_timer(0.02, lambda: self._decide(self.turns.due(), cause="no turn within turn.resume_s"))
         self.thread = threading.Thread(target=self._guarded, args=(self._source,), name="asr-source", daemon=True)
         self.thread.start()
 
@@ -205,6 +220,7 @@ class AsrNode(ManagedNode):
         for subscription in self._listening:
             self.destroy_subscription(subscription)
         self._listening = []
+        self.destroy_timer(self._due)
         self.state = AsrState.IDLE
 
     def cleanup(self) -> None:
@@ -327,25 +343,45 @@ class AsrNode(ManagedNode):
 
     # ------------------------------------------------------------ publishing
     def publish_partial(self, text: str) -> None:
+        """The hypothesis, when it changed and the turn owner hands it on."""
         text = " ".join(text.split())
-        if text and text != self._last_partial:  # only on change, never empty
-            self._last_partial = text
+        if not text or text == self._last_partial:  # only on change, never empty
+            return
+        self._last_partial = text
+        ruling = self.turns.partial(text)
+        self._decide(ruling.voice, text)
+        if ruling.hand_on:
             self.partials += 1
             self.partial_pub.publish(String(data=text))
 
     def publish_final(self, text: str, t_speech_end: float) -> None:
+        """The utterance's end of speech and final, when the turn owner says it is a turn."""
         text = " ".join(text.split()) or self._last_partial
         self._last_partial = ""
         if not text:
+            return
+        ruling = self.turns.final(text)
+        self._decide(ruling.voice, text)
+        if not ruling.hand_on:
+            self.get_logger().info(f"{text!r} was said over the robot and is no turn (turn.min_words, turn.backchannels)")
             return
         self.utterances += 1
         self.speech_end_pub.publish(speech_end(stamp(t_speech_end), self.utterances))
         self.final_pub.publish(String(data=text))
 
+    def _decide(self, voice: Voice, heard: str = "", cause: str = "") -> None:
+        """The turn owner's word on the robot's voice, for tts_node (logged with its cause:
+        why did the robot pause?)."""
+        if voice is Voice.KEEP:
+            return
+        self.decision_pub.publish(turn_decision(stamp(time.time()), voice.value, heard))
+        self.get_logger().info(f"turn: {voice.value} ({cause or repr(heard)})")
+
     def _on_robot_speaking(self, msg: Bool) -> None:
         if self.robot_speaking and not msg.data:
             self.replies += 1
         self.robot_speaking = msg.data
+        self.turns.robot_speaking(msg.data)
 
     # --------------------------------------------------------------- sources
     def _guarded(self, source) -> None:
@@ -388,8 +424,9 @@ class AsrNode(ManagedNode):
             events = asr.skip(pcm) if muted else asr.feed(pcm)
             if muted and self.guarded_vad is not None:
                 self.guarded_vad.forget()  # the recognizer skipped this audio and dropped what it held
-            for what, t in asr.voice_changes():  # before the words: tts_node pauses on the voice
+            for what, t in asr.voice_changes():  # before the words: the voice may pause the robot at once
                 self.voice_pub.publish(voice_event(stamp(t0 + t), what))
+                self._decide(self.turns.voice(what, t0 + t).voice, cause=f"voice {what}")
             for event in events:
                 self._publish_event(event, t0)
         for event in asr.finish_stream():
@@ -428,8 +465,7 @@ class AsrNode(ManagedNode):
 
     def _wait_for_listeners(self, need_tts: bool) -> None:
         """Start only once predgen_node listens (and tts_node, when a reply is awaited).
-        tts_node hears asr/partial and asr/final too (barge-in); only predgen_node also
-        needs the end of speech, so all three must have a listener."""
+        predgen_node hears all three of the user's topics, so each must have a listener."""
         self.state = AsrState.WAITING_FOR_PREDGEN
         publishers = (self.partial_pub, self.speech_end_pub, self.final_pub)
         self._wait_for(lambda: all(pub.get_subscription_count() > 0 for pub in publishers), None)
@@ -478,6 +514,7 @@ class AsrNode(ManagedNode):
                 "input": self.p["asr.input"] if self.p["asr.backend"] != "text" else "text",
                 "state": self.state.value,
                 "utterances": self.utterances,
+                "utterances_over_robot_ignored": self.turns.ignored if self.turns else 0,
                 "partials": self.partials,
                 "robot_speaking": self.robot_speaking,
                 **self._recognizer_load(),

@@ -35,15 +35,10 @@ def default_params_file() -> Path:
 
 
 def node_for(parameter: str) -> str:
-    """Which node declares `parameter` (asr.* -> asr_node, tts.* -> tts_node, else predgen_node)."""
+    """Which node declares `parameter` (asr.* and turn.* -> asr_node, whose turn owner
+    judges speech over the robot; tts.* -> tts_node; else predgen_node)."""
     group = parameter.split(".", 1)[0]
-    return {"asr": "asr_node", "tts": "tts_node"}.get(group, "predgen_node")
-
-
-def nodes_for(parameter: str) -> tuple[str, ...]:
-    """Every node that declares `parameter`: the turn-taking rules (turn.*) are both
-    predgen_node's and tts_node's, so that they judge speech over the robot alike."""
-    return ("predgen_node", "tts_node") if parameter.startswith("turn.") else (node_for(parameter),)
+    return {"asr": "asr_node", "turn": "asr_node", "tts": "tts_node"}.get(group, "predgen_node")
 
 
 def ros_value(value: Any) -> str:
@@ -59,7 +54,7 @@ def ros_value(value: Any) -> str:
 def node_command(node: str, params_file: Path, overrides: dict[str, Any]) -> list[str]:
     command = [sys.executable, "-m", f"predgen_ros.nodes.{node}", "--ros-args", "--params-file", str(params_file)]
     for name, value in overrides.items():
-        if node in nodes_for(name) or name == "autostart":
+        if node == node_for(name) or name == "autostart":
             command += ["-p", f"{name}:={ros_value(value)}"]
     return command
 

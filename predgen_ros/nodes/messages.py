@@ -5,6 +5,8 @@ tts/first_audio      std_msgs/Header      stamp: the reply's first chunk reached
                                           after "cached:" when its opening came from the audio cache
 asr/voice            std_msgs/Header      frame_id: start (an utterance opens), end (its voice fell silent), more
                                           (voice again); stamp: when (for end: the last voiced audio)
+turn/decision        std_msgs/Header      stamp: when asr_node's turn owner decided; frame_id: pause, resume or stop,
+                                          then a space and the words that decided it ("" for the voice alone)
 tts/interruption     std_msgs/Header      stamp: the robot's voice fell silent or went on; frame_id: pause, resume or stop
 audio/user, tts/audio std_msgs/Int16MultiArray  mono int16 samples; layout.dim[0].label: the rate, "mono_16000hz"
 tts/reference        std_msgs/Int16MultiArray  what the loudspeaker plays, as tts/audio, and layout.dim[1].label
@@ -52,6 +54,16 @@ def voice_event(stamp: Time, what: str) -> Header:
 def voice_kind(msg: Header) -> str:
     """An asr/voice's kind; "" (a sender that only marks onsets) is a start."""
     return msg.frame_id.strip() or "start"
+
+
+def turn_decision(stamp: Time, what: str, heard: str = "") -> Header:
+    return Header(stamp=stamp, frame_id=f"{what} {heard}".strip())
+
+
+def decision_of(msg: Header) -> tuple[str, str]:
+    """A turn/decision's (what the voice does, the words that decided it)."""
+    what, _, heard = msg.frame_id.strip().partition(" ")
+    return what, heard
 
 
 def sentence_of(msg: Header) -> str:

@@ -5,9 +5,10 @@ thread runs the model and publishes what each step emits.  One latency report
 per turn goes out on `predgen/latency` once tts_node says when the first audio
 of the reply reached the speaker (`tts/first_audio`).
 
-Speech that begins while the robot talks passes a TurnGate first
-(turn_taking.py): an acknowledgement or a cough makes no turn.  When the user
-cuts a reply off, tts_node's `tts/played` replaces the reply in the history.
+It answers every utterance it hears: asr_node's turn owner (turn_taking.py)
+publishes only the user's turns, so an acknowledgement or a cough over the robot
+never reaches it.  When the user cuts a reply off, tts_node's `tts/played`
+replaces the reply in the history.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import time
 from dataclasses import dataclass, replace
 
 from diagnostic_msgs.msg import DiagnosticArray, KeyValue
-from std_msgs.msg import Bool, Header, String
+from std_msgs.msg import Header, String
 from std_srvs.srv import Trigger
 
 from ..engine.backends.llama import threads_beside_speech
@@ -31,7 +32,6 @@ from ..engine.session import Session
 from ..engine.turn import TurnStats
 from ..engine.worker import EngineWorker, Event
 from ..events import Emission, Heard
-from ..turn_taking import TURN_PARAMS, TurnGate, turn_rules
 from .common import (
     ERROR,
     OK,
@@ -45,9 +45,8 @@ from .common import (
     stamp,
     status,
 )
-from .messages import end_probability, first_audio_cached, sentence_of, utterance_of, voice_kind
+from .messages import end_probability, first_audio_cached, sentence_of, utterance_of
 
-PREDGEN_PARAMS = {**ENGINE_PARAMS, **TURN_PARAMS}
 # The key-values of each predgen/latency status (docs/guide.md#topics-services-qos).
 REPORT_KEYS = (
     "turn",
@@ -94,7 +93,7 @@ class PendingReport:
 
 class PredgenNode(ManagedNode):
     def __init__(self):
-        super().__init__("predgen_node", PREDGEN_PARAMS)
+        super().__init__("predgen_node", ENGINE_PARAMS)
         self.candidate_pub = self.create_publisher(String, "predgen/candidate", TEXT_QOS)
         self.say_pub = self.create_publisher(String, "tts/say", TEXT_QOS)
         self.response_pub = self.create_publisher(String, "predgen/response", TEXT_QOS)
@@ -102,7 +101,6 @@ class PredgenNode(ManagedNode):
         self.end_probability_pub = self.create_publisher(KeyValue, "turn/end_probability", TEXT_QOS)
         self.lm: LanguageModel | None = None
         self.session: Session | None = None
-        self.gate: TurnGate | None = None
         self.worker: EngineWorker | None = None
         self._listening = []
         self._hearing_asr = []  # asr/partial, asr/speech_end, asr/final
@@ -120,10 +118,6 @@ class PredgenNode(ManagedNode):
             config, model_params = engine_config(self.p)
         except ConfigError as err:
             raise StartupError(str(err)) from None
-        try:
-            self.gate = TurnGate(turn_rules(self.p))
-        except ValueError as err:
-            raise StartupError(str(err)) from None
         if model_params.threads == 0:  # the ASR and the TTS run beside the LLM: leave them a core
             model_params = replace(model_params, threads=threads_beside_speech())
         try:
@@ -139,19 +133,15 @@ class PredgenNode(ManagedNode):
         self.worker.start()
         # Subscriptions last: asr_node starts talking once they exist.  The executor takes
         # ready messages in the order their subscriptions were made: asr/speech_end comes
-        # before asr/final, so the final knows its utterance number, and asr/voice before
-        # the words, so they know how long the user has spoken.
-        voice = self.create_subscription(Header, "asr/voice", self._on_voice, TEXT_QOS)
+        # before asr/final, so the final knows its utterance number.
         self._hearing_asr = [
             self.create_subscription(String, "asr/partial", self._on_partial, TEXT_QOS),
             self.create_subscription(Header, "asr/speech_end", self._on_speech_end, TEXT_QOS),
             self.create_subscription(String, "asr/final", self._on_final, TEXT_QOS),
         ]
         self._listening = [
-            voice,
             *self._hearing_asr,
             self.create_subscription(Header, "tts/first_audio", self._on_first_audio, TEXT_QOS),
-            self.create_subscription(Bool, "robot_speaking", self._on_robot_speaking, TEXT_QOS),
             self.create_subscription(String, "tts/played", self._on_played, TEXT_QOS),
         ]
         config = self.session.config
@@ -175,30 +165,15 @@ class PredgenNode(ManagedNode):
         if not msg.data.strip():
             self._ignore("empty asr/partial")
             return
-        if self.gate.partial(msg.data):
-            self.worker.mailbox.post(Event(Heard.PARTIAL, msg.data, time.time()))
+        self.worker.mailbox.post(Event(Heard.PARTIAL, msg.data, time.time()))
 
     def _on_final(self, msg: String) -> None:
         if not msg.data.strip():  # the session falls back to the last partial, if there was one
             self._ignore("empty asr/final (the last partial, if any, stands as the final)")
-        events = self.gate.final(msg.data, Event(Heard.FINAL, msg.data, time.time()))
-        if not events:
-            self.get_logger().info(f"{msg.data!r} was said over the robot and is no turn (turn.min_words, turn.backchannels)")
-        for event in events:
-            self.worker.mailbox.post(event)
+        self.worker.mailbox.post(Event(Heard.FINAL, msg.data, time.time()))
 
     def _on_speech_end(self, msg: Header) -> None:
-        for event in self.gate.speech_end(Event(Heard.SPEECH_END, utterance_of(msg) or "", seconds(msg.stamp))):
-            self.worker.mailbox.post(event)
-
-    def _on_voice(self, msg: Header) -> None:
-        self.gate.voice(voice_kind(msg), seconds(msg.stamp))
-
-    def _on_robot_speaking(self, msg: Bool) -> None:
-        if msg.data:
-            self.gate.robot_talks()
-        else:
-            self.gate.robot_silent()
+        self.worker.mailbox.post(Event(Heard.SPEECH_END, utterance_of(msg) or "", seconds(msg.stamp)))
 
     def _on_played(self, msg: String) -> None:
         self.worker.mailbox.post(Event(Heard.PLAYED, msg.data))
@@ -315,7 +290,6 @@ class PredgenNode(ManagedNode):
             "mailbox": len(worker.mailbox) if worker else 0,
             "partials_replaced": worker.mailbox.replaced if worker else 0,
             "ignored_messages": self.ignored,
-            "utterances_over_robot_ignored": self.gate.ignored,
             "engine_errors": worker.errors if worker else 0,
             "finals_not_taken": worker.finals_not_taken if worker else 0,  # re-deliveries (and empty finals)
             "forward_passes": self.lm.stats.passes,

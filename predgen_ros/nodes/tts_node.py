@@ -10,12 +10,11 @@ is synthesized on a second thread while they play (audio/pieces.py).  The time
 the first chunk of each reply reaches the sink goes out on `tts/first_audio`
 (stamp; frame_id = the sentence) for predgen_node's latency report.
 
-While a reply plays, the user's voice and words decide what the voice does
-(turn_taking.py): an acknowledgement lets it go on; with `tts.interruption:
-pause` a cough or a first word pauses it, and it resumes where it paused
-unless a real turn follows; a real turn stops it and drops the rest.  After a
-stop, `tts/played` says what the user heard of the reply (the history keeps
-that), and `tts/interruption` says when the voice paused, resumed or stopped.
+While a reply plays, tts_node does what asr_node's turn owner decides
+(`turn/decision`, turn_taking.py): pause where it is, resume where it paused, or
+stop and drop the rest.  After a stop, `tts/played` says what the user heard of
+the reply (the history keeps that), and `tts/interruption` says when the voice
+paused, resumed or stopped.
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ from ..audio.pieces import FIRST_WORDS
 from ..audio.player import PlayerEvents, PlayerState, ReplyPlayer
 from ..audio.sinks import SINKS, SinkError, make_sink
 from ..audio.tts import CACHE_SIZE, PiperSynthesizer, VoiceError
-from ..turn_taking import INTERRUPTIONS, TURN_PARAMS, Voice, VoiceControl, turn_rules
+from ..turn_taking import Voice
 from .common import (
     AUDIO_QOS,
     ERROR,
@@ -40,10 +39,9 @@ from .common import (
     StartupError,
     release_free_memory,
     run_node,
-    seconds,
     stamp,
 )
-from .messages import audio_chunk, first_audio, reference_chunk, voice_event, voice_kind
+from .messages import audio_chunk, decision_of, first_audio, reference_chunk, voice_event
 from .peer_watch import PeerWatch
 
 TTS_PARAMS = {
@@ -57,14 +55,6 @@ TTS_PARAMS = {
         True,
         "publish what the loudspeaker plays on tts/reference, stamped with its play time, for asr_node's echo canceller",
     ),
-    "tts.barge_in": (True, "let the user interrupt the robot (false: it always speaks its reply to the end)"),
-    "tts.interruption": (
-        "pause",
-        f"{' | '.join(INTERRUPTIONS)}: a real turn over the robot stops it; with pause, the user's voice or a short partial "
-        "pauses it and it resumes where it paused unless a turn follows",
-    ),
-    "tts.resume_s": (1.0, "pause: resume when this long passes after the last sound without a turn"),
-    **TURN_PARAMS,
     "tts.cache_size": (CACHE_SIZE, "sentences kept synthesized (candidates and recent sentences)"),
     "tts.presynthesize": (True, "synthesize the opening words of predgen/candidate sentences ahead while idle"),
     "tts.first_words": (
@@ -95,10 +85,9 @@ class TtsNode(ManagedNode):
         self._thread: threading.Thread | None = None
         self.say_sub = None
         self._listening = []
-        self._watch = None  # timer: a pause's due resume, a vanished predgen_node
-        self.voice_control: VoiceControl | None = None
-        self._control = threading.Lock()  # VoiceControl is not thread-safe
+        self._watch = None  # timer: a vanished predgen_node
         self._turn_heard = ""
+        self.bad_decisions = 0
         self.sink_errors = 0
         self.error_reply = 0  # the reply whose audio failed, for diagnostics
         self.last_error = ""
@@ -117,10 +106,6 @@ class TtsNode(ManagedNode):
         try:
             sink = make_sink(self.p["tts.sink"], self.p["tts.wav_dir"], self._publish_audio, self.p["tts.device"])
         except SinkError as err:
-            raise StartupError(str(err)) from None
-        try:
-            self.voice_control = VoiceControl(turn_rules(self.p), self.p["tts.interruption"], self.p["tts.resume_s"])
-        except ValueError as err:
             raise StartupError(str(err)) from None
         self._sink, self._events = (
             sink,
@@ -147,9 +132,9 @@ class TtsNode(ManagedNode):
         self._listening = [
             self.say_sub,
             self.create_subscription(String, "predgen/candidate", self._on_candidate, TEXT_QOS),
-            self.create_subscription(Header, "asr/voice", self._on_user_voice, TEXT_QOS),  # before the words it times
-            self.create_subscription(String, "asr/partial", self._on_user_partial, TEXT_QOS),
-            self.create_subscription(String, "asr/final", self._on_user_final, TEXT_QOS),
+            self.create_subscription(Header, "turn/decision", self._on_decision, TEXT_QOS),
+            self.create_subscription(String, "asr/partial", self._on_user_turn, TEXT_QOS),
+            self.create_subscription(String, "asr/final", self._on_user_turn, TEXT_QOS),
         ]
         self._watch = self.create_timer(0.02, self._on_watch)
 
@@ -171,23 +156,24 @@ class TtsNode(ManagedNode):
         if msg.data.strip() and self.p["tts.presynthesize"]:
             self.player.foresee(msg.data)
 
-    def _on_user_partial(self, msg: String) -> None:
-        self._react(lambda control: control.partial(msg.data), msg.data)
+    def _on_user_turn(self, _msg: String) -> None:
+        """asr_node publishes only the user's turns: what predgen_node says next answers one."""
+        self.player.user_spoke()
 
-    def _on_user_final(self, msg: String) -> None:
-        self._react(lambda control: control.final(msg.data), msg.data)
-
-    def _on_user_voice(self, msg: Header) -> None:
-        self._react(lambda control: control.voice(voice_kind(msg), seconds(msg.stamp)))
-
-    def _react(self, decide, heard: str = "") -> None:
-        """VoiceControl hears everything (how long the user spoke counts); its decision
-        applies while a reply plays, and the player acts on it within one chunk."""
-        self.player.user_spoke()  # what predgen_node says next answers the user
-        with self._control:
-            decision = decide(self.voice_control)
-        if not (self.speaking and self.p["tts.barge_in"]):
+    def _on_decision(self, msg: Header) -> None:
+        """The turn owner's word on the voice; the player acts on it within one chunk."""
+        what, heard = decision_of(msg)
+        try:
+            decision = Voice(what)
+        except ValueError:
+            self.bad_decisions += 1
+            self.get_logger().warning(
+                f"ignored turn/decision {msg.frame_id!r}: frame_id must start with pause, resume or stop (messages.py)",
+                throttle_duration_sec=5.0,
+            )
             return
+        if not self.speaking:
+            return  # the reply ended as the decision crossed it on the wire
         if decision is Voice.STOP:
             self._turn_heard = heard  # for the log line: which words made the turn
             self.player.stop()
@@ -197,11 +183,7 @@ class TtsNode(ManagedNode):
             self.player.resume()
 
     def _on_watch(self) -> None:
-        """A pause that lasted tts.resume_s without a turn resumes; a reply whose sender vanished ends."""
-        with self._control:
-            due = self.voice_control.due()
-        if due is Voice.RESUME:
-            self.player.resume()
+        """A reply whose sender vanished ends."""
         if self.player.state is PlayerState.PLAYING and self.player.waiting_for_more and self.predgen.lost():
             self.get_logger().warning(f"{self.predgen.describe()} in the middle of reply {self.player.replies}: ending it")
             self.player.abandon()
@@ -219,10 +201,7 @@ class TtsNode(ManagedNode):
     # --------------------------------------------------------------- output
     def _publish_speaking(self, speaking: bool) -> None:
         self.speaking = speaking
-        if speaking:
-            with self._control:
-                self.voice_control.new_reply()  # a pause does not outlive its reply
-        else:
+        if not speaking:
             release_free_memory()
         if self.context.ok():  # a stop signal may have shut the context before close() ends a reply
             self.speaking_pub.publish(Bool(data=speaking))
@@ -248,6 +227,7 @@ class TtsNode(ManagedNode):
             "pauses": player.pauses,
             "resumes": player.resumes,
             "audio_errors": self.sink_errors,
+            "bad_turn_decisions": self.bad_decisions,
             "say_publishers": self.say_sub.get_publisher_count() if self.say_sub else 0,  # 0: no predgen_node found yet
             "predgen_reachable": self.predgen.reachable(),
             "stale_dropped": player.stale_dropped,
