@@ -126,6 +126,11 @@ class VoicedSpan:
         else:
             self._until = t
 
+    @property
+    def voicing(self) -> bool:
+        """The user's voice goes on now."""
+        return self._onset is not None and self._until is None
+
     def seconds(self, now: float) -> float | None:
         """None when no asr/voice ever came (an ASR without a voice detector: words decide);
         0 when words come before their utterance's asr/voice (topics race on the wire)."""
@@ -201,10 +206,15 @@ class TurnOwner:
                 self._over_robot, self._passing = False, True
 
     def voice(self, what: str, t: float) -> Ruling:
-        """asr/voice (`what` in VOICE_KINDS, `t` its stamp): voice (again) pauses."""
+        """asr/voice (`what` in VOICE_KINDS, `t` its stamp): voice (again) pauses; a pause
+        waits `resume_s` from where the voice fell silent."""
         with self._lock:
             self.span.voice(what, t)
-            return Ruling(self._pause() if self.pausing and what != "end" else Voice.KEEP)
+            if what != "end":
+                return Ruling(self._pause() if self.pausing else Voice.KEEP)
+            if self.paused:
+                self.resume_at = max(self.resume_at, t + self.resume_s)
+            return Ruling()
 
     def partial(self, text: str) -> Ruling:
         with self._lock:
@@ -232,9 +242,10 @@ class TurnOwner:
             return Ruling(self._resume() if self.paused else Voice.KEEP, hand_on)
 
     def due(self) -> Voice:
-        """RESUME once a pause has lasted `resume_s` without a turn."""
+        """RESUME once a pause has lasted `resume_s` without a turn, the user silent (a
+        question's words may come later than that: the recognizer lags its audio)."""
         with self._lock:
-            if self.paused and self.clock() >= self.resume_at:
+            if self.paused and not self.span.voicing and self.clock() >= self.resume_at:
                 return self._resume()
             return Voice.KEEP
 

@@ -111,10 +111,11 @@ def test_pause_resumes_at_an_acknowledgement_a_final_or_after_resume_s():
     assert owner.final("ah").voice is Voice.RESUME  # the utterance ended without a turn
 
     assert owner.voice("start", clock.t).voice is Voice.PAUSE
-    clock.t += 0.9
+    owner.voice("end", clock.t + 0.2)  # a cough: 0.2 s of voice, then no word within resume_s
+    clock.t += 1.1
     assert owner.due() is Voice.KEEP
     clock.t += 0.2
-    assert owner.due() is Voice.RESUME  # a cough: no word within resume_s
+    assert owner.due() is Voice.RESUME
 
     assert owner.voice("start", clock.t).voice is Voice.PAUSE
     clock.t += 1.0
@@ -134,6 +135,22 @@ def test_the_voice_is_left_alone_while_the_robot_is_silent_or_barge_in_is_off():
     assert deaf.voice("start", clock.t).voice is Voice.KEEP
     clock.t += 1.0
     assert deaf.partial("what time is it") == Ruling(Voice.KEEP, hand_on=True)  # still a turn, answered after
+
+
+def test_a_pause_lasts_while_the_user_speaks_and_resume_s_after():
+    """The recognizer's words may come later than resume_s after the voice began: a pause
+    does not resume while the voice goes on (it once resumed over a question it had not yet
+    transcribed, then stopped 0.4 s later)."""
+    clock = Clock()
+    owner = talking_owner(clock=clock)
+    assert owner.voice("start", clock.t).voice is Voice.PAUSE
+    clock.t += 1.5
+    assert owner.due() is Voice.KEEP  # still speaking, no words yet
+    owner.voice("end", clock.t - 0.1)  # the voice fell silent 0.1 s ago
+    clock.t += 0.8
+    assert owner.due() is Voice.KEEP
+    clock.t += 0.2
+    assert owner.due() is Voice.RESUME  # resume_s after the voice ended
 
 
 def test_a_pause_does_not_outlive_its_reply():
