@@ -157,8 +157,8 @@ class TurnOwner:
 
     For the voice: with `stop` a turn over the robot stops it for good; with `pause`
     the user's voice or a short partial pauses it, and it resumes where it paused when
-    the utterance ends without a turn, at an acknowledgement, or after `resume_s`
-    without a word.  For the engine: an utterance that began over the robot is handed
+    the utterance ends without a turn, at an acknowledgement, or once the voice has
+    been silent `resume_s` without a word.  For the engine: an utterance that began over the robot is handed
     on only once it is a turn (its later partials and its final too); one begun while
     the robot was silent is a turn whatever its words.  The user's first words and
     robot_speaking's false can cross on the wire: an utterance heard less than
@@ -310,7 +310,7 @@ TURN_PARAMS = {
         f"{' | '.join(INTERRUPTIONS)}: a real turn over the robot stops it; with pause, the user's voice or a short "
         "partial pauses it and it resumes where it paused unless a turn follows",
     ),
-    "turn.resume_s": (1.0, "pause: resume when this long passes after the last sound without a turn (s)"),
+    "turn.resume_s": (1.0, "pause: resume once the user's voice has been silent this long without a turn (s)"),
 }
 
 
