@@ -219,7 +219,7 @@ class TurnOwner:
     def partial(self, text: str) -> Ruling:
         with self._lock:
             kind = self._kind(text)
-            hand_on = self._judge(kind)
+            hand_on = self._judge(kind) and kind is not Speech.EMPTY
             if kind is Speech.TURN:
                 return Ruling(self._stop(), hand_on)
             if kind is Speech.SHORT and self.pausing:
@@ -230,11 +230,12 @@ class TurnOwner:
 
     def final(self, text: str) -> Ruling:
         """The utterance's end.  A final without a partial before it is a whole turn (an
-        ASR without partials: nothing says when it began)."""
+        ASR without partials: nothing says when it began); one without a word ("." is
+        what Whisper makes of noise or the robot's echo) is none."""
         with self._lock:
             kind = self._kind(text)
-            hand_on = True if self._over_robot is None else self._judge(kind)
-            self.ignored += not hand_on
+            hand_on = kind is not Speech.EMPTY and (True if self._over_robot is None else self._judge(kind))
+            self.ignored += bool(self._over_robot) and not hand_on
             self._over_robot = None
             self.span.close()
             if kind is Speech.TURN:

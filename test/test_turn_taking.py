@@ -204,6 +204,17 @@ def test_speech_over_the_robot_reaches_the_engine_only_once_it_is_a_turn():
     assert owner.ignored == 1
 
 
+@pytest.mark.parametrize("robot_speaking", [False, True])
+def test_an_utterance_without_a_word_is_no_turn(robot_speaking):
+    owner = TurnOwner(TurnRules())
+    owner.robot_speaking(robot_speaking)
+    assert not owner.partial(".").hand_on
+    assert not owner.final("...").hand_on  # Whisper's spelling of noise or of the robot's echo
+    assert not owner.final("-").hand_on  # and without a partial before it
+    assert owner.ignored == robot_speaking  # the count of utterances over the robot that made no turn
+    assert owner.partial("what time is it").hand_on and owner.final("what time is it").hand_on
+
+
 def test_once_the_robot_is_silent_any_speech_is_a_turn_but_one_begun_over_it_is_judged_so():
     clock = Clock()
     owner = TurnOwner(TurnRules(), clock=clock)

@@ -43,7 +43,7 @@ from ..audio.text_asr import CHARS_PER_MINUTE, QuestionError, load_questions, te
 from ..audio.whisper import COMPUTE_TYPES, DEVICES, WhisperSettings
 from ..audio.whisper_models import EMBEDDED_MODELS
 from ..events import Heard
-from ..turn_taking import TURN_PARAMS, TurnOwner, Voice, turn_owner
+from ..turn_taking import TURN_PARAMS, TurnOwner, Voice, turn_owner, words
 from .common import AUDIO_QOS, ERROR, OK, TEXT_QOS, WARN, ManagedNode, StartupError, run_node, stamp
 from .messages import audio_rate, played_at, speech_end, turn_decision, voice_event
 from .peer_watch import PEER, PeerWatch
@@ -363,7 +363,8 @@ class AsrNode(ManagedNode):
         ruling = self.turns.final(text)
         self._decide(ruling.voice, text)
         if not ruling.hand_on:
-            self.get_logger().info(f"{text!r} was said over the robot and is no turn (turn.min_words, turn.backchannels)")
+            why = "has no word" if not words(text) else "was said over the robot (turn.min_words, turn.backchannels)"
+            self.get_logger().info(f"{text!r} {why}: no turn")
             return
         self.utterances += 1
         self.speech_end_pub.publish(speech_end(stamp(t_speech_end), self.utterances))
