@@ -122,12 +122,50 @@ def test_the_voice_detector_judges_its_own_copy_with_the_leaks_silenced():
     assert guarded.is_speech(loud)  # judged as given, nothing heard for it
 
 
+class Counting(Scripted):
+    """Says voice on every frame, and counts the frames it was shown."""
+
+    def __init__(self):
+        self.shown = 0
+
+    def is_speech(self, frame) -> bool:
+        self.shown += 1
+        return True
+
+
+def test_over_the_echo_a_voice_near_the_rooms_noise_is_no_voice():
+    """WebRTC's detector judges a spectrum, not a level: the canceller's residue at the
+    room's noise level looked like voice to it.  A user's voice is far above that noise."""
+    detector = Counting()
+    guarded = EchoGuardedVad(detector, window_s=0.3, share=0.6, voice_over_noise_db=10.0)
+    assert run(guarded, 5, echo_present=False) == [True] * 5  # no echo: the noise is learned, the detector as it is
+    faint = (np.frombuffer(ROOM_NOISE, dtype=np.int16) * 3).tobytes()  # 9.5 dB above the noise
+    guarded.echo_present = True
+    assert [guarded.is_speech(faint) for _ in range(10)] == [False] * 10
+    assert guarded.faint_frames == 10 and detector.shown == 15  # still shown: the detector adapts to what it hears
+    loud = (np.frombuffer(ROOM_NOISE, dtype=np.int16) * 4).tobytes()  # 12 dB above
+    assert [guarded.is_speech(loud) for _ in range(6)] == [False] * 5 + [True]  # a voice, once sustained
+
+
+def test_the_noise_is_learned_from_the_quietest_frames_and_climbs_slowly():
+    guarded = EchoGuardedVad(Counting(), window_s=0.03, share=1.0, voice_over_noise_db=10.0)
+    run(guarded, 1, echo_present=False)
+    loud = (np.frombuffer(ROOM_NOISE, dtype=np.int16) * 4).tobytes()
+    guarded.echo_present = False
+    for _ in range(20):  # 0.6 s of the user speaking with the robot silent: the estimate climbs 0.6 dB
+        guarded.is_speech(loud)
+    guarded.echo_present = True
+    assert guarded.is_speech(loud)  # still 11 dB above what the noise is taken for
+
+
 @pytest.mark.parametrize(
     "window, share, named", [(0.3, 0.0, "onset_share"), (0.3, 1.5, "onset_share"), (0.0, 0.6, "onset_window_s")]
 )
 def test_guard_settings_out_of_range_are_named(window, share, named):
     with pytest.raises(ValueError, match=named):
         EchoGuardedVad(Scripted([]), window_s=window, share=share)
+    with pytest.raises(ValueError, match="voice_over_noise_db"):
+        EchoGuardedVad(Scripted([]), voice_over_noise_db=-1.0)
 
 
 def test_the_simulated_loudspeaker_plays_its_queue_back_to_back_and_late_chunks_after_a_gap():

@@ -10,6 +10,15 @@ the last `window_s` of frames were voiced; otherwise the detector is left as it 
 The defaults come from scripts/echo_choice.py's rooms (seed 0; docs/results/echo.md):
 no residue passed them, and a barge-in's voice did within 0.15–0.3 s.
 
+WebRTC's detector judges a frame's spectrum, not its level: AEC3's residue at about
+-70 dBFS, far below any voice in the room, made most of the self-pauses left in graph
+runs (docs/results/echo.md, "the residue's level").  So while the echo may be present,
+a frame counts as voiced only when it is `voice_over_noise_db` above the room's noise
+as the canceller outputs it, learned while no echo is present (following the quietest
+frames at once, rising at most NOISE_RISE_DB_PER_S).  A user within a few metres is
+20–30 dB above that noise (after the canceller's noise suppression more); the frames
+are still shown to the detector, which adapts to what it hears.
+
 Where the canceller's suppressor is sure it hears only echo it outputs digital silence
 (below -90 dBFS).  The voice detector is not shown those frames: it adapts its noise
 model to what it hears, and after seconds of zeros the room's own noise, back when the
@@ -30,6 +39,8 @@ from .pcm import SAMPLE_RATE
 ECHO_TAIL_S = 0.5  # the room's reverberation and the canceller's own lag after the robot falls silent
 ONSET_WINDOW_S = 0.3
 ONSET_SHARE = 0.6
+VOICE_OVER_NOISE_DB = 10.0
+NOISE_RISE_DB_PER_S = 1.0  # the noise estimate's climb while the user speaks with no echo present
 SUPPRESSED_RMS = 2.0  # int16: a frame quieter than this (about -84 dBFS) is the suppressor's silence, not the room's
 
 
@@ -38,13 +49,25 @@ class EchoGuardedVad:
     `echo_present`, and hears none over the echo while `canceller_learning` (both set by
     the owner before each chunk)."""
 
-    def __init__(self, vad, window_s: float = ONSET_WINDOW_S, share: float = ONSET_SHARE):
+    def __init__(
+        self,
+        vad,
+        window_s: float = ONSET_WINDOW_S,
+        share: float = ONSET_SHARE,
+        voice_over_noise_db: float = VOICE_OVER_NOISE_DB,
+    ):
         if not 0.0 < share <= 1.0:
             raise ValueError(f"asr.echo.onset_share: {share} is outside (0, 1]")
         if window_s <= 0:
             raise ValueError(f"asr.echo.onset_window_s: {window_s} must be above 0")
+        if voice_over_noise_db < 0:
+            raise ValueError(f"asr.echo.voice_over_noise_db: {voice_over_noise_db} is negative (0 = any level)")
         self.vad = vad
         self.frame_bytes = vad.frame_bytes
+        frame_s = vad.frame_bytes / 2 / SAMPLE_RATE
+        self._over_noise = 10 ** (voice_over_noise_db / 10)
+        self._noise_rise = 10 ** (NOISE_RISE_DB_PER_S * frame_s / 10)
+        self._noise: float | None = None  # mean square of the canceller's output with no echo present: the room's noise
         frames = max(1, round(window_s * SAMPLE_RATE * 2 / vad.frame_bytes))
         self._recent: deque[bool] = deque(maxlen=frames)
         self._need = max(1, math.ceil(share * frames))
@@ -52,6 +75,7 @@ class EchoGuardedVad:
         self.canceller_learning = False  # the canceller has not learned the room yet: no voice over the echo
         self.held_frames = 0  # voiced frames not counted: they might have been the robot's echo
         self.suppressed_frames = 0  # frames of the canceller's digital silence, kept from the voice detector
+        self.faint_frames = 0  # voiced frames over the echo too close to the room's noise to be a voice
         self._heard = bytearray()  # the voice detector's copy of the audio still to be judged
 
     def hear(self, for_voice: bytes) -> None:
@@ -68,11 +92,17 @@ class EchoGuardedVad:
         if len(self._heard) >= len(frame):
             frame, self._heard[: len(frame)] = bytes(self._heard[: len(frame)]), b""
         samples = np.frombuffer(frame, dtype=np.int16).astype(np.float64)
-        if len(samples) and math.sqrt(float(np.mean(samples**2))) < SUPPRESSED_RMS:
+        power = float(np.mean(samples**2)) if len(samples) else 0.0
+        if power < SUPPRESSED_RMS**2:
             self._recent.append(False)
             self.suppressed_frames += 1
             return False
         voiced = self.vad.is_speech(frame)
+        if not self.echo_present:
+            self._noise = power if self._noise is None else min(power, self._noise * self._noise_rise)
+        elif voiced and self._noise is not None and power < self._noise * self._over_noise:
+            voiced = False
+            self.faint_frames += 1
         self._recent.append(voiced)
         if not voiced or not self.echo_present:
             return voiced

@@ -34,7 +34,7 @@ from diagnostic_msgs.msg import KeyValue
 from std_msgs.msg import Bool, Header, Int16MultiArray, String
 
 from ..audio.asr import VADS, StreamingAsr, make_vad
-from ..audio.double_talk import ECHO_TAIL_S, ONSET_SHARE, ONSET_WINDOW_S, EchoGuardedVad
+from ..audio.double_talk import ECHO_TAIL_S, ONSET_SHARE, ONSET_WINDOW_S, VOICE_OVER_NOISE_DB, EchoGuardedVad
 from ..audio.echo import ECHO_CANCELLERS, EchoCanceller
 from ..audio.endpoint import POLICIES, EndpointConfig, Endpointer, EndpointError
 from ..audio.pcm import AUDIO_CHUNK_MS, SAMPLE_RATE, AsrError, chunks, microphone_chunks, read_wav, to_pcm16k
@@ -127,6 +127,10 @@ ASR_PARAMS = {
         "(audio/double_talk.py)",
     ),
     "asr.echo.onset_share": (ONSET_SHARE, "the share of that window's voice-detector frames that must be voiced, (0, 1]"),
+    "asr.echo.voice_over_noise_db": (
+        VOICE_OVER_NOISE_DB,
+        "and only frames this far above the room's noise (learned while the robot is silent) count as voice (dB)",
+    ),
     **TURN_PARAMS,
 }
 
@@ -249,7 +253,9 @@ class AsrNode(ManagedNode):
         try:
             vad = make_vad(self.p["asr.vad"], self.p["asr.vad_mode"])
             if self.echo is not None:
-                vad = self.guarded_vad = EchoGuardedVad(vad, self.p["asr.echo.onset_window_s"], self.p["asr.echo.onset_share"])
+                vad = self.guarded_vad = EchoGuardedVad(
+                    vad, self.p["asr.echo.onset_window_s"], self.p["asr.echo.onset_share"], self.p["asr.echo.voice_over_noise_db"]
+                )
             self.asr = asr = StreamingAsr(recognizer, redecode_final=not self.p["asr.final_from_partial"], vad=vad)
             asr.endpointer = self._endpointer(asr)
         except (AsrError, EndpointError, ValueError) as err:
@@ -531,6 +537,7 @@ class AsrNode(ManagedNode):
             "echo_reference_late_chunks": self.echo.reference.late_chunks,
             "echo_voice_frames_held": self.guarded_vad.held_frames if self.guarded_vad else 0,
             "echo_suppressed_frames": self.guarded_vad.suppressed_frames if self.guarded_vad else 0,
+            "echo_faint_frames": self.guarded_vad.faint_frames if self.guarded_vad else 0,
             "echo_leak_frames_silenced": self.echo.leaks.silenced_frames,
             "echo_microphone_clock_jumps": self.echo.clock.jumps,
         }
