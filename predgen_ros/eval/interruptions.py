@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..audio.pcm import SAMPLE_RATE
+from ..audio.pcm import AUDIO_CHUNK_MS, SAMPLE_RATE
 from ..audio.recognizers import DEFAULT_RECOGNIZER
 from ..nodes.bringup import Graph
 from ..nodes.probe import GraphProbe
@@ -38,7 +38,7 @@ from .echo_mic import RoomMicrophone, probe_speech
 from .interruption_bag import KINDS, Trial, last_voiced_s
 from .records import percentile
 
-CHUNK_S = 0.1
+CHUNK_S = AUDIO_CHUNK_MS / 1000  # the microphone's chunks, as asr_node's own microphone source reads them
 NODES = ("asr_node", "predgen_node", "tts_node")
 REPLY_TIMEOUT_S = 60.0
 REACTION_S = 0.3  # an event whose onset came later than this before the reply's natural end was not over the robot
