@@ -17,9 +17,10 @@ WebRTC's detector judges a frame's spectrum, not its level: AEC3's residue at ab
 runs (docs/results/echo.md, "the residue's level").  So while the echo may be present,
 a frame counts as voiced only when it is `voice_over_noise_db` above the room's noise
 as the canceller outputs it, learned while no echo is present (following the quietest
-frames at once, rising at most NOISE_RISE_DB_PER_S).  A user within a few metres is
-20–30 dB above that noise (after the canceller's noise suppression more); the frames
-are still shown to the detector, which adapts to what it hears.
+frames at once, rising at most NOISE_RISE_DB_PER_S).  The evaluation's user, 1–2 m
+away, speaks 25 dB above the microphone's noise; a quieter voice in a noisier room loses
+its faint syllables to the rule.  The frames are still shown to the detector, which
+adapts to what it hears.
 
 Where the canceller's suppressor is sure it hears only echo it outputs digital silence
 (below -90 dBFS).  The voice detector is not shown those frames: it adapts its noise
