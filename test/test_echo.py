@@ -236,3 +236,64 @@ def test_the_users_voice_over_the_robot_or_after_it_is_kept():
     loud = speech_like(6000, seed=9)  # after the robot: louder than the echo's tail can be
     assert gate.gate(loud, silence, loud) is loud
     assert gate.silenced_frames == 0
+
+
+def test_the_recognizer_hears_a_user_over_the_robot_and_the_voice_detector_hears_little_of_the_robot():
+    """Real Piper speech in a simulated reverberant room (RT60 0.58 s): the user 7 dB under
+    the robot's echo at the microphone. Speex's linear filter (the recognizer's audio) takes
+    the echo down and keeps the user; AEC3's suppressor (the voice detector's) takes the
+    user out with the echo, which is why the recognizer does not hear it."""
+    from predgen_ros.audio.echo import EchoCanceller
+    from predgen_ros.audio.pcm import to_pcm16k
+    from predgen_ros.audio.tts import PiperSynthesizer
+    from predgen_ros.eval.echo_room import echo_paths
+
+    synth = PiperSynthesizer(reproducible=True)
+
+    def speech(text: str) -> np.ndarray:
+        said = synth.synthesize(text)
+        return np.frombuffer(to_pcm16k(said.samples, said.sample_rate), dtype=np.int16).astype(np.float64)
+
+    robot = speech("Sure. I set a timer for ten minutes, and I will tell you when it is done. The oven is hot.")
+    user = speech("Wait, what time does the store close?")
+    paths = echo_paths(np.random.default_rng(1))
+    at = 4 * SAMPLE_RATE
+    n = max(len(robot), at + len(user)) + SAMPLE_RATE // 2
+    echo, heard = np.zeros(n), np.zeros(n)
+    reverberant = np.convolve(robot, paths.robot)[:n]
+    echo[: len(reverberant)] = reverberant
+    heard[at : at + len(user)] = np.convolve(user, paths.user)[: len(user)]
+    gain = 16000 / np.max(np.abs(echo + heard))
+    echo, heard = echo * gain, heard * gain
+    canceller = EchoCanceller()
+    canceller.played(0.0, robot.astype(np.int16).tobytes())
+    mic = np.round(echo + heard).astype(np.int16)
+    words, voice = bytearray(), bytearray()
+    for i in range(0, n, 320):  # 20 ms chunks, as asr_node reads them
+        out = canceller.process(mic[i : i + 320].tobytes(), i / SAMPLE_RATE)
+        words, voice = words + out.audio, voice + out.for_voice
+    span = slice(at, at + len(user))
+
+    def user_over_rest_db(x: bytes | np.ndarray) -> float:
+        x = np.frombuffer(x, dtype=np.int16).astype(np.float64) if isinstance(x, bytes) else x.astype(np.float64)
+        return 10 * np.log10(np.sum(heard[span] ** 2) / np.sum((x[span] - heard[span]) ** 2))
+
+    def level_db(x: np.ndarray, where: slice) -> float:
+        return 10 * np.log10(np.mean(x[where].astype(np.float64) ** 2))
+
+    at_mic = user_over_rest_db(mic)
+    assert at_mic < -5  # the robot is louder than the user at the microphone
+    assert user_over_rest_db(bytes(words)) > at_mic + 12  # the echo taken down, the user kept
+    assert user_over_rest_db(bytes(voice)) < user_over_rest_db(bytes(words)) - 5  # the suppressor took the user too
+    robot_only = slice(2 * SAMPLE_RATE, at)
+    assert level_db(np.frombuffer(bytes(voice), np.int16), robot_only) < level_db(mic, robot_only) - 30
+
+
+def test_without_libspeexdsp_the_canceller_says_how_to_get_it(monkeypatch):
+    from predgen_ros.audio import linear_echo
+    from predgen_ros.audio.echo import EchoCanceller
+    from predgen_ros.audio.pcm import AsrError
+
+    monkeypatch.setattr(linear_echo, "_library_candidates", lambda: ["/nonexistent/libspeexdsp.so.1"])
+    with pytest.raises(AsrError, match=r"make venv.*libspeexdsp1.*asr.echo_cancel to none"):
+        EchoCanceller()

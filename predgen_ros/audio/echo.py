@@ -1,16 +1,18 @@
 """The robot's own voice taken out of the microphone's audio (acoustic echo cancellation).
 
-The canceller is WebRTC's audio processing module (AEC3 with noise suppression and a
-high-pass filter) as the `livekit` wheel ships it: no system library, and AEC3 finds
-the echo's delay itself, so the reference needs to be aligned only roughly
-(scripts/echo_choice.py compares it with Speex's canceller and with none;
-docs/results/echo.md).
+Two cancellers hear the same microphone and reference.  The voice detector gets WebRTC's
+audio processing module (AEC3 with noise suppression and a high-pass filter) as the
+`livekit` wheel ships it: its suppressor leaves too little of the robot to pass for a
+user.  The recognizer gets Speex's linear filter (audio/linear_echo.py): the suppressor
+would take the user's first words over the robot with the echo (scripts/echo_choice.py
+compares them; docs/results/echo.md).
 
 Alignment: tts_node publishes each chunk it plays on `tts/reference`, stamped with
 the time the chunk starts to play.  `ReferenceTimeline` places those samples on the
 clock's time line; the microphone's audio is read against the reference that played
 at the same time (the chunk's capture time), and what remains (the loudspeaker's and
-the sound card's buffers, sound's flight) is left to AEC3's delay estimator.  Where
+the sound card's buffers, sound's flight) is left to AEC3's delay estimator, and to
+Speex's filter, which models the first `linear_echo.TAIL_S` after the reference.  Where
 no reference arrived (the robot is silent, or a chunk was lost) the reference is
 silence: a lost chunk lets that chunk's echo through, nothing worse.  A chunk that
 arrives after the microphone's audio of its time was processed is too late to help
@@ -25,6 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .echo_leak import EchoLeakGate
+from .linear_echo import LinearEchoFilter
 from .pcm import SAMPLE_RATE, AsrError
 
 ECHO_CANCELLERS = ("webrtc", "none")
@@ -124,16 +127,19 @@ class StreamClock:
 
 
 class Cancelled(NamedTuple):
-    """The canceller's output: `audio` for the recognizer, and the same samples with the
-    canceller's leaks silenced (`for_voice`) for the voice detector: silencing them in the
-    recognizer's audio cost words the user said over the robot (docs/results/echo.md)."""
+    """The canceller's output, two versions of the same stretch of time. `audio`, for the
+    recognizer: the microphone less the echo Speex's linear filter predicts, which keeps
+    the words a user says over the robot (AEC3's suppressor takes the first ones out).
+    `for_voice`, for the voice detector: AEC3's suppressed output with its leaks silenced,
+    where the robot's residue is too faint to pass for a user (docs/results/echo.md)."""
 
     audio: bytes
     for_voice: bytes
 
 
 class EchoCanceller:
-    """WebRTC AEC3: `process(mic, t_s)` returns the microphone's audio without the robot's voice."""
+    """`process(mic, t_s)` returns the microphone's audio without the robot's voice: WebRTC
+    AEC3's for the voice detector, Speex's linear filter's for the recognizer."""
 
     def __init__(self, stream_delay_ms: int = 0):
         try:
@@ -143,6 +149,7 @@ class EchoCanceller:
         self._frame = AudioFrame
         self._apm = AudioProcessingModule(echo_cancellation=True, noise_suppression=True, high_pass_filter=True)
         self._delay_ms = stream_delay_ms
+        self.linear = LinearEchoFilter(FRAME)
         self.reference = ReferenceTimeline()
         self.clock = StreamClock()  # the microphone's capture times
         self.reference_heard_s = 0.0  # the robot's voice the canceller has learned from so far
@@ -179,7 +186,7 @@ class EchoCanceller:
             self._apm.process_stream(near)
             mic_frame = np.frombuffer(audio[start : start + 2 * FRAME], dtype=np.int16)
             cleaned = np.frombuffer(near.data.tobytes(), dtype=np.int16)
-            out += cleaned.tobytes()
+            out += self.linear.process(mic_frame, reference).tobytes()
             for_voice += self.leaks.gate(mic_frame, reference, cleaned).tobytes()
         self._pending_t += whole / 2 / SAMPLE_RATE
         return Cancelled(bytes(out), bytes(for_voice))
