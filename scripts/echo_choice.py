@@ -1,15 +1,19 @@
 """Which echo canceller: the robot's voice and a user's barge-in at one microphone, offline.
 
-Piper speaks a robot reply from a loudspeaker 0.3 m from the microphone and, in half
-of the trials, a user barges in from 1–2 m after 3 s, in seeded simulated rooms
-(eval/echo_room.py, RT60 0.3–0.6 s, noise ~25 dB SNR).  Each canceller gets the
-microphone's audio and what the loudspeaker played, in 10 or 20 ms frames, the
-reference `--delay-ms` ahead of its echo (the sink's buffer, unknown to asr_node).
-Reported per canceller: the robot's level at the microphone (dBFS) and how often the
-WebRTC voice detector fires on the robot's voice alone, the detector's share during
-the user's words, and Whisper tiny.en's WER on the user's words.
+Piper speaks a sentence, then a robot reply from a loudspeaker 0.3 m from the
+microphone and, in half of the trials, a user barges in from 1–2 m 3 s into the reply,
+in seeded simulated rooms (eval/echo_room.py, RT60 0.3–0.6 s, noise ~25 dB SNR); with
+`--robot-stops-after-s` the reply ends that long into the barge-in, as a robot that
+pauses for the user.  Each canceller gets the microphone's audio and what the
+loudspeaker played, the reference `--delay-ms` ahead of its echo (the sink's buffer,
+unknown to asr_node), and gives audio for the voice detector and for the recognizer:
+none; webrtc (AEC3 for both); speex (Speex's linear filter for both); webrtc+speex
+(asr_node's: AEC3 for the detector, Speex for the recognizer).  Reported per canceller:
+the robot's level at the detector (dBFS) and how often the WebRTC voice detector fires
+on the robot's voice alone, the detector's share during the user's words, and Whisper
+tiny.en's WER on the user's words as the recognizer hears them.
 
-    .venv/bin/python scripts/echo_choice.py --rooms 8 --delay-ms 0,60
+    .venv/bin/python scripts/echo_choice.py --rooms 16 --delay-ms 0,60 --robot-stops-after-s 0.3
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import numpy as np
 
 from predgen_ros.audio.asr import make_vad
 from predgen_ros.audio.echo import FRAME, EchoCanceller
+from predgen_ros.audio.linear_echo import LinearEchoFilter
 from predgen_ros.audio.pcm import SAMPLE_RATE, to_pcm16k
 from predgen_ros.audio.tts import PiperSynthesizer
 from predgen_ros.audio.whisper import WhisperTranscriber
@@ -39,43 +44,55 @@ BARGE_INS = (
     "Hold on, where did I leave my phone?",
 )
 BARGE_IN_AT_S = 3.0
+WARM_UP = "Hello there. I am the robot in your kitchen, and I can help you cook dinner tonight."
 SNR_DB = 25.0
 MIC_PEAK = 16000  # -6 dBFS
 
 
 class Speex:
-    """Speex's canceller (libspeexdsp through the speexdsp-aec wheel), 20 ms frames, 200 ms tail."""
+    """Speex's linear filter alone (audio/linear_echo.py)."""
 
-    def __init__(self):
-        try:
-            from speexdsp_aec import SpeexAec
-        except ImportError:
-            raise SystemExit("--cancellers speex needs `pip install speexdsp-aec` and libspeexdsp1 (apt)") from None
-
-        self._aec = SpeexAec(SAMPLE_RATE, frame_ms=20, filter_tail_ms=200)
-
-    def run(self, mic: np.ndarray, ref: np.ndarray) -> np.ndarray:
-        return np.frombuffer(self._aec.process(mic, ref), dtype=np.int16)
+    def run(self, mic: np.ndarray, ref: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        linear = LinearEchoFilter(FRAME)
+        whole = len(mic) // FRAME * FRAME
+        out = np.concatenate([linear.process(mic[i : i + FRAME], ref[i : i + FRAME]) for i in range(0, whole, FRAME)])
+        return out, out
 
 
 class Webrtc:
-    def __init__(self):
-        self._aec = EchoCanceller()
+    """asr_node's canceller: AEC3's output (leaks silenced) for the voice detector and, with
+    `words_from_linear` False, for the recognizer too; else Speex's for the recognizer."""
 
-    def run(self, mic: np.ndarray, ref: np.ndarray) -> np.ndarray:
-        self._aec.played(0.0, ref.tobytes())
-        out = bytearray()
+    def __init__(self, words_from_linear: bool):
+        self._words_from_linear = words_from_linear
+
+    def run(self, mic: np.ndarray, ref: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        aec = EchoCanceller()
+        aec.played(0.0, ref.tobytes())
+        voice, words = bytearray(), bytearray()
         for start in range(0, len(mic), 2 * FRAME):  # 20 ms chunks, as asr_node reads them
-            out += self._aec.process(mic[start : start + 2 * FRAME].tobytes(), start / SAMPLE_RATE).audio
-        return np.frombuffer(bytes(out), dtype=np.int16)
+            out = aec.process(mic[start : start + 2 * FRAME].tobytes(), start / SAMPLE_RATE)
+            voice += out.for_voice
+            words += out.audio if self._words_from_linear else out.for_voice
+        return np.frombuffer(bytes(voice), dtype=np.int16), np.frombuffer(bytes(words), dtype=np.int16)
 
 
 class Nothing:
-    def run(self, mic: np.ndarray, ref: np.ndarray) -> np.ndarray:
-        return mic
+    def run(self, mic: np.ndarray, ref: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return mic, mic
 
 
-CANCELLERS = {"none": Nothing, "webrtc": Webrtc, "speex": Speex}
+CANCELLERS = {
+    "none": Nothing,
+    "webrtc": lambda: Webrtc(words_from_linear=False),
+    "speex": Speex,
+    "webrtc+speex": lambda: Webrtc(words_from_linear=True),
+}
+
+
+def speech(synth, text: str) -> np.ndarray:
+    said = synth.synthesize(text)
+    return np.frombuffer(to_pcm16k(said.samples, said.sample_rate), dtype=np.int16).astype(np.float64)
 
 
 def dbfs(x: np.ndarray) -> float:
@@ -88,20 +105,24 @@ def vad_share(vad, pcm: np.ndarray) -> float:
     return sum(vad.is_speech(f.tobytes()) for f in frames) / max(1, len(frames))
 
 
-def trial_audio(synth, rng, paths, barge_in: str | None, delay_s: float):
-    """(microphone, reference, robot-only span, user span) for one trial."""
-    reply = synth.synthesize(REPLY)
-    robot = np.frombuffer(to_pcm16k(reply.samples, reply.sample_rate), dtype=np.int16).astype(np.float64)
-    n = len(robot) + SAMPLE_RATE
+def trial_audio(synth, rng, paths, barge_in: str | None, delay_s: float, stops_after_s: float | None):
+    """(microphone, reference, robot-only span, user span) for one trial: the robot says
+    WARM_UP (the canceller has heard the room before), then REPLY, and stops `stops_after_s`
+    into a barge-in (None: it talks on)."""
+    reply = speech(synth, REPLY)
+    robot = np.concatenate([speech(synth, WARM_UP), np.zeros(SAMPLE_RATE), reply])
+    reply_at = len(robot) - len(reply)
+    at = reply_at + int(BARGE_IN_AT_S * SAMPLE_RATE)
+    if barge_in and stops_after_s is not None:
+        robot = robot[: at + int(stops_after_s * SAMPLE_RATE)]
+    user = speech(synth, barge_in) if barge_in else np.zeros(0)
+    n = max(len(robot), at + len(user)) + SAMPLE_RATE
     delay = int(delay_s * SAMPLE_RATE)
     mic = np.zeros(n)
     echo = np.convolve(robot, paths.robot)[: n - delay]
     mic[delay : delay + len(echo)] += echo
     user_span = None
     if barge_in:
-        said = synth.synthesize(barge_in)
-        user = np.frombuffer(to_pcm16k(said.samples, said.sample_rate), dtype=np.int16).astype(np.float64)
-        at = int(BARGE_IN_AT_S * SAMPLE_RATE)
         heard = np.convolve(user, paths.user)[: n - at]
         mic[at : at + len(heard)] += heard
         user_span = (at, min(n, at + len(user) + SAMPLE_RATE // 2))
@@ -110,7 +131,7 @@ def trial_audio(synth, rng, paths, barge_in: str | None, delay_s: float):
     mic = np.round(mic * MIC_PEAK / np.max(np.abs(mic))).astype(np.int16)  # the microphone's gain: no clipping
     reference = np.zeros(n, dtype=np.int16)
     reference[: len(robot)] = robot.astype(np.int16)
-    robot_only = (delay + SAMPLE_RATE // 2, (user_span[0] if user_span else delay + len(robot)))  # after 0.5 s to converge
+    robot_only = (reply_at + delay + SAMPLE_RATE // 2, (user_span[0] if user_span else delay + len(robot)))
     return mic, reference, robot_only, user_span
 
 
@@ -118,7 +139,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rooms", type=int, default=8)
     ap.add_argument("--delay-ms", default="0,60", help="comma-separated reference-to-echo delays")
-    ap.add_argument("--cancellers", default="none,webrtc,speex")
+    ap.add_argument("--cancellers", default=",".join(CANCELLERS))
+    ap.add_argument(
+        "--robot-stops-after-s",
+        type=float,
+        default=None,
+        help="the robot's reply ends this long into a barge-in, as a pausing robot's does (default: it talks on)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="write the summary as JSON here")
     args = ap.parse_args()
@@ -133,18 +160,20 @@ def main() -> None:
             for trial in range(args.rooms):
                 paths = echo_paths(rng)
                 barge_in = BARGE_INS[trial % len(BARGE_INS)] if trial % 2 else None
-                mic, reference, robot_only, user_span = trial_audio(synth, rng, paths, barge_in, delay_ms / 1000)
+                mic, reference, robot_only, user_span = trial_audio(
+                    synth, rng, paths, barge_in, delay_ms / 1000, args.robot_stops_after_s
+                )
                 started = time.process_time()
-                clean = CANCELLERS[name]().run(mic, reference)
+                for_voice, for_words = CANCELLERS[name]().run(mic, reference)
                 cpu += time.process_time() - started
-                part = clean[robot_only[0] : robot_only[1]]
+                part = for_voice[robot_only[0] : robot_only[1]]
                 level.append(dbfs(part))
                 robot_vad.append(vad_share(vad, part))
                 if user_span:
-                    said = clean[user_span[0] : user_span[1]]
-                    user_vad.append(vad_share(vad, said))
+                    user_vad.append(vad_share(vad, for_voice[user_span[0] : user_span[1]]))
                     truth = reference_words(barge_in)
-                    errors += word_errors(truth, reference_words(whisper.transcribe(said.tobytes()).text))
+                    said = for_words[user_span[0] : user_span[1]].tobytes()
+                    errors += word_errors(truth, reference_words(whisper.transcribe(said).text))
                     words += len(truth)
             rows.append(
                 {
@@ -160,7 +189,8 @@ def main() -> None:
             print(json.dumps(rows[-1]), flush=True)
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"rooms": args.rooms, "seed": args.seed, "rows": rows}, f, indent=1)
+            settings = {"rooms": args.rooms, "seed": args.seed, "robot_stops_after_s": args.robot_stops_after_s}
+            json.dump({**settings, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":
