@@ -297,3 +297,40 @@ def test_without_libspeexdsp_the_canceller_says_how_to_get_it(monkeypatch):
     monkeypatch.setattr(linear_echo, "_library_candidates", lambda: ["/nonexistent/libspeexdsp.so.1"])
     with pytest.raises(AsrError, match=r"make venv.*libspeexdsp1.*asr.echo_cancel to none"):
         EchoCanceller()
+
+
+class Listening:
+    """A recognizer that keeps the audio it is given."""
+
+    def __init__(self):
+        self.heard = bytearray()
+
+    def start(self) -> None:
+        self.heard.clear()
+
+    def accept(self, pcm: bytes) -> str:
+        self.heard += pcm
+        return ""
+
+    def finish(self) -> str:
+        return ""
+
+
+@pytest.mark.parametrize("pre_roll_s", [0.2, 0.6, 0.0])
+def test_an_utterance_opened_late_over_the_echo_reads_back_as_far_as_asked(pre_roll_s):
+    """Over the robot's echo the voice detector counts a voice late (the onset window, the
+    suppressor): asr_node asks the recognizer to read further back than the usual 0.2 s."""
+    from predgen_ros.audio.asr import StreamingAsr
+
+    frames_before = 40  # 1.2 s of audio before the first counted frame
+    asr = StreamingAsr(Listening(), vad=Scripted([False] * frames_before + [True] * 20))
+    asr.pre_roll_s = pre_roll_s
+    before = b"".join(np.full(480, i, dtype=np.int16).tobytes() for i in range(frames_before))  # each frame numbered
+    asr.feed(before)
+    voiced = np.full(480, 1000, dtype=np.int16).tobytes()
+    asr.feed(voiced * 4)  # 120 ms: at least RECOGNIZER_STEP_S, so the recognizer reads it
+    heard = np.frombuffer(bytes(asr.recognizer.heard), dtype=np.int16)
+    kept = round(pre_roll_s * SAMPLE_RATE)
+    assert len(heard) == kept + 4 * 480
+    latest = np.frombuffer(before, dtype=np.int16)[len(before) // 2 - kept :]
+    assert (heard[:kept] == latest[:kept]).all()  # the latest audio before the voice, in order

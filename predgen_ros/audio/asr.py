@@ -32,6 +32,7 @@ RECOGNIZER_STEP_S = 0.1
 # Audio from before the first voiced frame that the recognizer also reads: the voice
 # detector fires on the word's loud part, and the recognizer needs its onset.
 PRE_ROLL_S = 0.2
+MAX_PRE_ROLL_S = 1.0  # the most a caller may ask for (`StreamingAsr.pre_roll_s`)
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,10 @@ class StreamingAsr:
         self._hypothesis = ""
         self._audio = bytearray()  # the utterance's latest audio, for Smart Turn
         self._unheard = b""  # the utterance's audio not yet handed to the recognizer
-        self._pre_roll = b""  # the latest audio outside an utterance (PRE_ROLL_S of it)
+        self._pre_roll = b""  # the latest audio outside an utterance (MAX_PRE_ROLL_S of it)
+        # how much of it an utterance opened now reads: a caller whose voice detector counts a
+        # voice later (over the robot's echo, audio/double_talk.py) asks for more
+        self.pre_roll_s = PRE_ROLL_S
         self._text_estimate: tuple[str, float] | None = None  # (hypothesis, P(the user is done)) from the LLM
         self._early: tuple[str, float] | None = None  # (text, speech end) of the last final a pause decided
         self._prefix = ""  # that final's text, while the user goes on after it
@@ -160,12 +164,13 @@ class StreamingAsr:
                     self._audio.clear()
                 self._close_recognizer()
                 self.recognizer.start()
-                self._unheard = self._pre_roll
+                keep = int(min(self.pre_roll_s, MAX_PRE_ROLL_S) * SAMPLE_RATE) * 2
+                self._unheard = self._pre_roll[max(0, len(self._pre_roll) - keep) :]
             elif self._paused:
                 self.recognizer.voice_resumed()
             self._paused = False
         if not self._in_utterance:
-            self._pre_roll = (self._pre_roll + pcm)[-int(PRE_ROLL_S * SAMPLE_RATE) * 2 :]
+            self._pre_roll = (self._pre_roll + pcm)[-int(MAX_PRE_ROLL_S * SAMPLE_RATE) * 2 :]
             return events
         self._keep_audio(pcm)
         self._unheard += pcm

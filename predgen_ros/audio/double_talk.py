@@ -41,6 +41,9 @@ from .pcm import SAMPLE_RATE
 
 ECHO_TAIL_S = 0.5  # the room's reverberation and the canceller's own lag after the robot falls silent
 ONSET_WINDOW_S = 0.2
+# over the echo a voice is counted up to ~0.4 s after it began (the onset window, and AEC3's
+# suppressor holding a user who starts mid-sentence): the recognizer reads back this far
+PRE_ROLL_OVER_ECHO_S = 0.6
 ONSET_SHARE = 0.6
 VOICE_OVER_NOISE_DB = 10.0
 NOISE_RISE_DB_PER_S = 1.0  # the noise estimate's climb while the user speaks with no echo present

@@ -33,8 +33,15 @@ import numpy as np
 from diagnostic_msgs.msg import KeyValue
 from std_msgs.msg import Bool, Header, Int16MultiArray, String
 
-from ..audio.asr import VADS, StreamingAsr, make_vad
-from ..audio.double_talk import ECHO_TAIL_S, ONSET_SHARE, ONSET_WINDOW_S, VOICE_OVER_NOISE_DB, EchoGuardedVad
+from ..audio.asr import PRE_ROLL_S, VADS, StreamingAsr, make_vad
+from ..audio.double_talk import (
+    ECHO_TAIL_S,
+    ONSET_SHARE,
+    ONSET_WINDOW_S,
+    PRE_ROLL_OVER_ECHO_S,
+    VOICE_OVER_NOISE_DB,
+    EchoGuardedVad,
+)
 from ..audio.echo import ECHO_CANCELLERS, EchoCanceller
 from ..audio.endpoint import POLICIES, EndpointConfig, Endpointer, EndpointError
 from ..audio.pcm import AUDIO_CHUNK_MS, SAMPLE_RATE, AsrError, chunks, microphone_chunks, read_wav, to_pcm16k
@@ -423,6 +430,7 @@ class AsrNode(ManagedNode):
                 pcm, for_voice = self.echo.process(pcm, captured)
                 self.guarded_vad.hear(for_voice)
                 self.guarded_vad.echo_present = self.echo.reference.sounding(captured, ECHO_TAIL_S)
+                asr.pre_roll_s = PRE_ROLL_OVER_ECHO_S if self.guarded_vad.echo_present else PRE_ROLL_S
                 self.guarded_vad.canceller_learning = self.echo.learning
             # after an early final the user may go on: hear it (tts_node stops on the partial)
             mute = self.p["asr.mute_while_robot_speaks"] and not self._hears_reference()
