@@ -23,7 +23,7 @@ import numpy as np
 from predgen_ros.audio.asr import make_vad
 from predgen_ros.audio.double_talk import ECHO_TAIL_S, ONSET_SHARE, ONSET_WINDOW_S, VOICE_OVER_NOISE_DB, EchoGuardedVad
 from predgen_ros.audio.echo import EchoCanceller
-from predgen_ros.audio.pcm import SAMPLE_RATE, to_pcm16k
+from predgen_ros.audio.pcm import AUDIO_CHUNK_MS, SAMPLE_RATE, to_pcm16k
 from predgen_ros.audio.tts import PiperSynthesizer
 from predgen_ros.eval.echo_mic import RoomMicrophone, probe_speech
 
@@ -39,7 +39,7 @@ BARGE_INS = (
     "Stop, turn on the kitchen light please.",
     "Hold on, where did I leave my phone?",
 )
-MIC_CHUNK_S = 0.1  # as eval-interruptions feeds asr_node
+MIC_CHUNK_S = AUDIO_CHUNK_MS / 1000  # as eval-interruptions feeds asr_node
 TTS_CHUNK_S = 0.05  # tts.chunk_ms
 GAP_S = (0.05, 0.8)  # between sentences: the player waiting for the next one's synthesis
 BEFORE_S = 1.0  # silence before the robot speaks (the room's noise is learned there)

@@ -104,7 +104,7 @@ class TrialResult:
 
 
 class AudioFeed:
-    """A live microphone stand-in: 100 ms chunks on `audio/user` at real time, silence
+    """A live microphone stand-in: 20 ms chunks (CHUNK_S) on `audio/user` at real time, silence
     unless a clip is queued; `play` returns when the clip's first chunk went out.  With a
     `room` (eval/echo_mic.py) the microphone also hears the robot's loudspeaker."""
 
