@@ -334,22 +334,3 @@ def test_an_utterance_opened_late_over_the_echo_reads_back_as_far_as_asked(pre_r
     assert len(heard) == kept + 4 * 480
     latest = np.frombuffer(before, dtype=np.int16)[len(before) // 2 - kept :]
     assert (heard[:kept] == latest[:kept]).all()  # the latest audio before the voice, in order
-
-
-def test_talk_over_is_what_stands_above_the_rooms_noise_and_the_robots_residue():
-    from predgen_ros.audio.talk_over import TalkOverDetector
-
-    detector = TalkOverDetector(160, residue_db=-15.0, talk_over_db=12.0)
-    noise = speech_like(10)
-    echo = 4000.0**2  # the predicted echo's mean square
-    assert not detector.heard(speech_like(4000), echo, echo_present=True)  # nothing learned of the room yet: no judgement
-    for i in range(20):
-        assert not detector.heard(speech_like(10, seed=i), None, echo_present=False)  # the room's noise, learned
-    residue = speech_like(4000 * 10 ** (-15 / 20), seed=1)  # the robot's residue at its usual level
-    assert not detector.heard(residue, echo, echo_present=True)
-    user = speech_like(4000 * 10 ** (-8 / 20), seed=2)  # a user 8 dB under the robot's loud syllables
-    assert not detector.heard(user, echo, echo_present=True)  # under a loud syllable: not told apart from the residue
-    assert detector.heard(user, echo / 10, echo_present=True)  # where the robot's voice is 10 dB weaker: heard
-    assert not detector.heard(user, None, echo_present=True)  # no echo predicted: nothing to judge against
-    assert detector.heard(noise * 30, echo / 1e6, echo_present=True)  # the echo faded: 30x the noise stands out
-    assert detector.frames == 2

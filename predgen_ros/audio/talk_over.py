@@ -4,14 +4,12 @@ AEC3's suppressor takes a user who starts mid-sentence out with the robot's echo
 the robot's next gap (docs/results/echo.md), so a voice detector on its output hears
 them late.  Speex's linear filter (audio/linear_echo.py) keeps them: over the robot its
 output holds the robot's residue, about 15–20 dB under the echo the reference predicts,
-and the room's noise.  A 10 ms frame whose linear output is `TALK_OVER_DB` above the
-room's noise plus that residue (`RESIDUE_DB` under the predicted echo, audio/echo_leak.py)
-holds a sound the reference cannot explain, and the voice detector judges the linear
-output there instead of AEC3's (audio/echo.py); its onset rule (audio/double_talk.py)
-still wants sustained voice.  A user 8–10 dB under the robot's loud syllables at the
-microphone is not told apart from the residue during them, but is between them, where
-the robot's voice is weaker (the predicted echo follows the reference frame by frame):
-within a few frames of speaking.  Both figures were chosen offline on rooms no reported run uses
+and the room's noise; a user 8–10 dB under the echo at the microphone stands well above
+both.  A 10 ms frame whose linear output is `TALK_OVER_DB` above the room's noise plus
+that residue (`RESIDUE_DB` under the predicted echo, audio/echo_leak.py) holds a sound
+the reference cannot explain, and the voice detector judges the linear output there
+instead of AEC3's (audio/echo.py); its onset rule (audio/double_talk.py) still wants
+sustained voice.  Both figures were chosen offline on rooms no reported run uses
 (scripts/echo_onsets.py --seed 1; docs/results/echo.md).
 """
 
