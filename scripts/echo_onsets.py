@@ -22,9 +22,8 @@ import numpy as np
 
 from predgen_ros.audio.asr import make_vad
 from predgen_ros.audio.double_talk import ECHO_TAIL_S, ONSET_SHARE, ONSET_WINDOW_S, VOICE_OVER_NOISE_DB, EchoGuardedVad
-from predgen_ros.audio.echo import FRAME, EchoCanceller
+from predgen_ros.audio.echo import EchoCanceller
 from predgen_ros.audio.pcm import AUDIO_CHUNK_MS, SAMPLE_RATE, to_pcm16k
-from predgen_ros.audio.talk_over import RESIDUE_DB, TALK_OVER_DB, TalkOverDetector
 from predgen_ros.audio.tts import PiperSynthesizer
 from predgen_ros.eval.echo_mic import RoomMicrophone, probe_speech
 
@@ -71,7 +70,6 @@ def hear(
     room.enter_room(room_seed)
     room.start(0.0)
     canceller = EchoCanceller()
-    canceller.talk_over = TalkOverDetector(FRAME, args.residue_db, args.talk_over_db)
     guarded = EchoGuardedVad(make_vad("webrtc", 2), args.onset_window_s, args.onset_share, args.voice_over_noise_db)
     schedule, t = [], BEFORE_S
     step = int(TTS_CHUNK_S * SAMPLE_RATE)
@@ -115,10 +113,6 @@ def main() -> None:
     ap.add_argument("--onset-window-s", type=float, default=ONSET_WINDOW_S, help="asr.echo.onset_window_s")
     ap.add_argument("--onset-share", type=float, default=ONSET_SHARE, help="asr.echo.onset_share")
     ap.add_argument("--voice-over-noise-db", type=float, default=VOICE_OVER_NOISE_DB, help="asr.echo.voice_over_noise_db")
-    ap.add_argument("--residue-db", type=float, default=RESIDUE_DB, help="audio/talk_over.py's RESIDUE_DB")
-    ap.add_argument(
-        "--talk-over-db", type=float, default=TALK_OVER_DB, help="audio/talk_over.py's TALK_OVER_DB (inf: AEC3's output alone)"
-    )
     ap.add_argument("--out", default=None, help="write the trials and the summary as JSON here")
     args = ap.parse_args()
     voice, probe = Voice(), probe_speech()

@@ -26,11 +26,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .double_talk import ECHO_TAIL_S
 from .echo_leak import EchoLeakGate
 from .linear_echo import LinearEchoFilter
 from .pcm import SAMPLE_RATE, AsrError
-from .talk_over import TalkOverDetector
 
 ECHO_CANCELLERS = ("webrtc", "none")
 FRAME = SAMPLE_RATE // 100  # WebRTC's processing frame: 10 ms
@@ -133,8 +131,7 @@ class Cancelled(NamedTuple):
     recognizer: the microphone less the echo Speex's linear filter predicts, which keeps
     the words a user says over the robot (AEC3's suppressor takes the first ones out).
     `for_voice`, for the voice detector: AEC3's suppressed output with its leaks silenced,
-    where the robot's residue is too faint to pass for a user, and the linear output where
-    it holds someone speaking over the robot (audio/talk_over.py; docs/results/echo.md)."""
+    where the robot's residue is too faint to pass for a user (docs/results/echo.md)."""
 
     audio: bytes
     for_voice: bytes
@@ -157,7 +154,6 @@ class EchoCanceller:
         self.clock = StreamClock()  # the microphone's capture times
         self.reference_heard_s = 0.0  # the robot's voice the canceller has learned from so far
         self.leaks = EchoLeakGate()  # what AEC3 lets through of the robot's voice, kept from the voice detector
-        self.talk_over = TalkOverDetector(FRAME)  # where the user speaks over the robot: AEC3 would hold them back
         self._pending = b""  # microphone audio short of a 10 ms frame
         self._pending_t = 0.0
 
@@ -190,11 +186,7 @@ class EchoCanceller:
             self._apm.process_stream(near)
             mic_frame = np.frombuffer(audio[start : start + 2 * FRAME], dtype=np.int16)
             cleaned = np.frombuffer(near.data.tobytes(), dtype=np.int16)
-            linear = self.linear.process(mic_frame, reference)
-            out += linear.tobytes()
-            gated = self.leaks.gate(mic_frame, reference, cleaned)
-            echo_present = self.reference.sounding(frame_t, ECHO_TAIL_S)
-            talk_over = self.talk_over.heard(linear, self.leaks.predicted_echo(), echo_present) and not self.learning
-            for_voice += (linear if talk_over else gated).tobytes()
+            out += self.linear.process(mic_frame, reference).tobytes()
+            for_voice += self.leaks.gate(mic_frame, reference, cleaned).tobytes()
         self._pending_t += whole / 2 / SAMPLE_RATE
         return Cancelled(bytes(out), bytes(for_voice))
