@@ -547,7 +547,6 @@ class AsrNode(ManagedNode):
             "echo_suppressed_frames": self.guarded_vad.suppressed_frames if self.guarded_vad else 0,
             "echo_faint_frames": self.guarded_vad.faint_frames if self.guarded_vad else 0,
             "echo_leak_frames_silenced": self.echo.leaks.silenced_frames,
-            "echo_talk_over_frames": self.echo.talk_over.frames,
             "echo_microphone_clock_jumps": self.echo.clock.jumps,
         }
 
