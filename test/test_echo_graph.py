@@ -54,7 +54,7 @@ def test_a_real_question_over_the_reply_stops_it_and_is_answered(room_graph, pip
     result = run_trial(rec, feed, "pause", trial, piper_voice(REQUEST), audio)
     assert result.spoke and result.stopped and result.silence_s is not None, result
     # answered with a turn of the user's words, and the history keeps what was played; which
-    # words survive AEC3's double talk varies with timing (WER 63 %: docs/results/echo.md),
-    # so the check is that a question became the turn, not its spelling
+    # words said over the robot survive varies with timing (docs/results/echo.md), so the
+    # check is that a question became the turn, not its spelling
     assert result.answered and TurnRules().kind(result.new_turn) is Speech.TURN, result
     assert result.history == result.played and result.played.endswith(CUT_OFF_MARK), result
