@@ -40,7 +40,7 @@ BARGE_INS = (
     "Hold on, where did I leave my phone?",
 )
 MIC_CHUNK_S = AUDIO_CHUNK_MS / 1000  # as eval-interruptions feeds asr_node
-TTS_CHUNK_S = 0.05  # tts.chunk_ms
+TTS_CHUNK_S = 0.02  # tts.chunk_ms
 GAP_S = (0.05, 0.8)  # between sentences: the player waiting for the next one's synthesis
 BEFORE_S = 1.0  # silence before the robot speaks (the room's noise is learned there)
 

@@ -228,3 +228,38 @@ def test_after_an_underrun_the_chunks_play_back_to_back_again():
     assert len(stamps) > first
     for (t, seconds), (t_next, _) in zip(stamps, stamps[1:]):
         assert t_next >= t + seconds - 1e-9, stamps  # a chunk starts once the one before it has played
+
+
+class SlowCard(Recorder):
+    """A sink that takes `per_chunk` seconds of the player's clock to accept each chunk."""
+
+    def __init__(self, per_chunk: float):
+        super().__init__()
+        self.now = 0.0
+        self.per_chunk = per_chunk
+
+    def play(self, chunk):
+        super().play(chunk)
+        self.now += self.per_chunk
+
+
+@pytest.mark.parametrize(("per_chunk", "underruns"), [(0.0, 0), (0.04, 4)])
+def test_a_sink_slower_than_the_voice_counts_underruns(per_chunk, underruns):
+    """20 ms chunks of two 60 ms pieces: a sink that takes 40 ms per chunk leaves a gap
+    before every chunk but each piece's first (a piece's first waits on synthesis, not the
+    sink); one that takes no time leaves none."""
+    sink = SlowCard(per_chunk)
+    spoken = threading.Event()
+    events = PlayerEvents(speaking=lambda on: on or spoken.set())
+    player = ReplyPlayer(Voice(), sink, events, chunk_ms=20, realtime=True, clock=lambda: sink.now)
+    thread = threading.Thread(target=player.run, daemon=True)
+    thread.start()
+    try:
+        player.say("Hello there.")
+        player.say("")
+        assert spoken.wait(10.0)
+    finally:
+        player.shutdown()
+        thread.join(5.0)
+    assert sink.text(0) == "Hello there."
+    assert player.underruns == underruns

@@ -66,7 +66,7 @@ class ReplyPlayer:
         synth,
         sink,
         events: PlayerEvents | None = None,
-        chunk_ms: int = 50,
+        chunk_ms: int = 20,
         realtime: bool = True,
         clock: Callable[[], float] = time.time,
     ):
@@ -78,6 +78,7 @@ class ReplyPlayer:
         self.state = PlayerState.IDLE
         self.replies = self.sentences = self.barge_ins = self.pauses = self.resumes = 0
         self.stale_dropped = 0
+        self.underruns = 0  # chunks of a synthesized piece handed over after the one before had played out
         self._queue: deque[str] = deque()
         self._foreseen: str | None = None
         self._ready = threading.Condition()
@@ -224,6 +225,8 @@ class ReplyPlayer:
             # with the chunk before, or now after an underrun), for a device that blocks while
             # playing the hand-over
             starts = now if self.sink.paced else max(now, self._play_until)
+            if start and not self.sink.paced and self.realtime and now > self._play_until:
+                self.underruns += 1  # the piece's chunk before this one has played out: a gap in the voice
             self.events.reference(chunk, speech.sample_rate, starts)
             self.sink.play(chunk)
             self._pace(starts, len(chunk) / speech.sample_rate)

@@ -44,16 +44,23 @@ from .common import (
 from .messages import audio_chunk, decision_of, first_audio, reference_chunk, voice_event
 from .peer_watch import PeerWatch
 
+# sinks whose sound reaches a loudspeaker (topic: a player node's); only they have an echo to cancel
+LOUDSPEAKER_SINKS = ("speaker", "topic")
 TTS_PARAMS = {
     "tts.voice_path": ("", "Piper voice .onnx (its .onnx.json beside it); empty = embedded en_US joe medium"),
     "tts.sink": ("speaker", f"{' | '.join(SINKS)}"),
     "tts.wav_dir": ("predgen_speech", "folder for the WAV files of the wav sink (one file per reply)"),
     "tts.device": ("", "output device name or index for the speaker sink; empty = system default"),
-    "tts.chunk_ms": (50, "audio chunk handed to the sink (ms); a pause or a barge-in silences the voice within two chunks"),
+    "tts.chunk_ms": (
+        20,
+        "audio chunk handed to the sink (ms); a pause or a barge-in silences the voice within two chunks "
+        "(the one playing and one buffered); /diagnostics counts underruns",
+    ),
     "tts.realtime": (True, "pace the wav/topic/none sinks at real time (robot_speaking lasts as long as the speech)"),
     "tts.publish_reference": (
         True,
-        "publish what the loudspeaker plays on tts/reference, stamped with its play time, for asr_node's echo canceller",
+        "publish what the loudspeaker plays on tts/reference, stamped with its play time, for asr_node's echo canceller "
+        f"(sinks {' and '.join(LOUDSPEAKER_SINKS)}: the others play nothing a microphone could hear)",
     ),
     "tts.cache_size": (CACHE_SIZE, "sentences kept synthesized (candidates and recent sentences)"),
     "tts.presynthesize": (True, "synthesize the opening words of predgen/candidate sentences ahead while idle"),
@@ -76,7 +83,9 @@ class TtsNode(ManagedNode):
         self.played_pub = self.create_publisher(String, "tts/played", TEXT_QOS)
         self.interruption_pub = self.create_publisher(Header, "tts/interruption", TEXT_QOS)
         self.reference_pub = (
-            self.create_publisher(Int16MultiArray, "tts/reference", AUDIO_QOS) if self.p["tts.publish_reference"] else None
+            self.create_publisher(Int16MultiArray, "tts/reference", AUDIO_QOS)
+            if self.p["tts.publish_reference"] and self.p["tts.sink"] in LOUDSPEAKER_SINKS
+            else None
         )
         self.synth: PiperSynthesizer | None = None
         self.player: ReplyPlayer | None = None
@@ -226,6 +235,7 @@ class TtsNode(ManagedNode):
             "barge_ins": player.barge_ins,
             "pauses": player.pauses,
             "resumes": player.resumes,
+            "underruns": player.underruns,
             "audio_errors": self.sink_errors,
             "bad_turn_decisions": self.bad_decisions,
             "say_publishers": self.say_sub.get_publisher_count() if self.say_sub else 0,  # 0: no predgen_node found yet
