@@ -9,6 +9,7 @@ import rclpy
 from predgen_ros.eval.echo_mic import RoomMicrophone, probe_speech
 from predgen_ros.eval.interruption_bag import Trial, first_voiced_s
 from predgen_ros.eval.interruptions import GRAPH_OVERRIDES, HEARING, NODES, ROBOT_IN_MIC, AudioFeed, Recorder, run_trial
+from predgen_ros.nodes.asr_node import ASR_PARAMS
 from predgen_ros.nodes.bringup import Graph, default_params_file
 from predgen_ros.turn_taking import CUT_OFF_MARK, Speech, TurnRules
 
@@ -22,7 +23,8 @@ def room_graph(tmp_path_factory):
     out = tmp_path_factory.mktemp("echo_graph")
     room = RoomMicrophone(probe_speech())
     room.enter_room(0)
-    overrides = {**GRAPH_OVERRIDES, **ROBOT_IN_MIC, **HEARING["echo"]}
+    overrides = {**GRAPH_OVERRIDES, **ROBOT_IN_MIC}  # the default hearing: the canceller
+    assert HEARING["echo"]["asr.echo_cancel"] == ASR_PARAMS["asr.echo_cancel"][0]
     rclpy.init()
     with open(out / "graph.log", "w") as log, Graph(default_params_file(), overrides, nodes=NODES, log=log) as graph:
         rec = Recorder(room)

@@ -124,9 +124,9 @@ ASR_PARAMS = {
         "only while no tts/reference reaches the echo canceller",
     ),
     "asr.echo_cancel": (
-        "none",
+        "webrtc",
         f"{' | '.join(ECHO_CANCELLERS)}: take the robot's voice (tts/reference) out of the microphone's audio and listen "
-        "while it speaks (audio/echo.py; not yet the default: docs/results/echo.md)",
+        "while it speaks, so the user can interrupt it (audio/echo.py; docs/results/echo.md); none: the mute decides",
     ),
     "asr.echo.onset_window_s": (
         ONSET_WINDOW_S,
