@@ -319,6 +319,7 @@ def run_policy(
                 if progress:
                     progress()
             heard = {k: v for k, v in rec.health.get("asr_node", (0, "", {}))[2].items() if k.startswith("echo")}
+            underruns = rec.health.get("tts_node", (0, "", {}))[2].get("underruns", "?")
         finally:
             feed.close()
             rec.close()
@@ -326,6 +327,7 @@ def run_policy(
         with open(out / f"{label}.log", "a") as log:
             log.write(f"room microphone: {room.clipped} samples clipped, {room.late_chunks} loudspeaker chunks late\n")
             log.write(f"asr_node's canceller at the end: {heard}\n")
+            log.write(f"tts_node's loudspeaker underruns: {underruns}\n")
     return results
 
 
