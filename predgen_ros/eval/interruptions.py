@@ -52,6 +52,7 @@ GRAPH_OVERRIDES = {
     "asr.backend": DEFAULT_RECOGNIZER,
     "asr.input": "topic",
     "asr.mute_while_robot_speaks": False,
+    "asr.echo_cancel": "none",  # without --robot-in-mic the microphone hears the user alone: nothing to cancel
     "tts.sink": "none",
     "tts.realtime": True,
 }

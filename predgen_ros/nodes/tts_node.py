@@ -44,8 +44,6 @@ from .common import (
 from .messages import audio_chunk, decision_of, first_audio, reference_chunk, voice_event
 from .peer_watch import PeerWatch
 
-# sinks whose sound reaches a loudspeaker (topic: a player node's); only they have an echo to cancel
-LOUDSPEAKER_SINKS = ("speaker", "topic")
 TTS_PARAMS = {
     "tts.voice_path": ("", "Piper voice .onnx (its .onnx.json beside it); empty = embedded en_US joe medium"),
     "tts.sink": ("speaker", f"{' | '.join(SINKS)}"),
@@ -59,8 +57,7 @@ TTS_PARAMS = {
     "tts.realtime": (True, "pace the wav/topic/none sinks at real time (robot_speaking lasts as long as the speech)"),
     "tts.publish_reference": (
         True,
-        "publish what the loudspeaker plays on tts/reference, stamped with its play time, for asr_node's echo canceller "
-        f"(sinks {' and '.join(LOUDSPEAKER_SINKS)}: the others play nothing a microphone could hear)",
+        "publish what the loudspeaker plays on tts/reference, stamped with its play time, for asr_node's echo canceller",
     ),
     "tts.cache_size": (CACHE_SIZE, "sentences kept synthesized (candidates and recent sentences)"),
     "tts.presynthesize": (True, "synthesize the opening words of predgen/candidate sentences ahead while idle"),
@@ -83,9 +80,7 @@ class TtsNode(ManagedNode):
         self.played_pub = self.create_publisher(String, "tts/played", TEXT_QOS)
         self.interruption_pub = self.create_publisher(Header, "tts/interruption", TEXT_QOS)
         self.reference_pub = (
-            self.create_publisher(Int16MultiArray, "tts/reference", AUDIO_QOS)
-            if self.p["tts.publish_reference"] and self.p["tts.sink"] in LOUDSPEAKER_SINKS
-            else None
+            self.create_publisher(Int16MultiArray, "tts/reference", AUDIO_QOS) if self.p["tts.publish_reference"] else None
         )
         self.synth: PiperSynthesizer | None = None
         self.player: ReplyPlayer | None = None
