@@ -113,10 +113,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 bar.set_postfix_str(label)
                 extra = {"asr.backend": args.asr_backend, **HEARING.get(hearing, {}), **dict(args.set)}
                 results += run_policy(policy, trials, params_file, args.out, extra, bar.update, args.robot_in_mic, label)
+                summary = summarize(results)
+                write_results(args.out, results, summary)  # after each run: a later run's failure keeps this one's
     finally:
         rclpy.try_shutdown()
-    summary = summarize(results)
-    write_results(args.out, results, summary)
     print(format_summary(summary))
     print(f"wrote {args.out}/report.md, summary.json, trials.json")
     return 0

@@ -16,6 +16,8 @@ the new request).  Scored from what the graph published:
   answered        the barge-in got a reply of its own
   history         the answer's prompt held, as the earlier reply, exactly what tts/played said was heard
   reply lost      a request without its whole reply: none came, a false stop, or a barge-in left unanswered
+  ran on          the robot was not silent REPLY_TIMEOUT_S after the trial (it kept answering
+                  its own voice): the evaluation stopped it, as an operator would
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ NODES = ("asr_node", "predgen_node", "tts_node")
 REPLY_TIMEOUT_S = 60.0
 REACTION_S = 0.3  # an event whose onset came later than this before the reply's natural end was not over the robot
 QUIET_S = 2.0  # a trial starts once the robot has been silent, with no new turn, this long
+EVAL_STOPS = 3  # a robot still talking to itself after this many of the evaluation's stops ends the run
 # The interruption policies compared: the default, and the behaviour before turn-taking.
 POLICIES = {
     "pause": {"turn.interruption": "pause"},
@@ -86,6 +89,7 @@ class TrialResult:
     answered: bool = False
     played: str = ""  # tts/played after the stop
     history: str = ""  # the answer's previous_reply
+    ran_on: bool = False  # the robot did not fall silent after the trial: the evaluation stopped it
 
     @property
     def false_stop(self) -> bool:
@@ -175,6 +179,7 @@ class Recorder(GraphProbe):
         self.reports: list[dict[str, str]] = []
         self._last_report = 0.0
         self.reset = self.node.create_client(Trigger, "/predgen_node/reset")
+        self.decisions = self.node.create_publisher(Header, "turn/decision", TEXT_QOS)
         sub = self.node.create_subscription
         self.listening = [
             sub(Bool, "robot_speaking", lambda m: self.speaking.append((time.time(), m.data)), TEXT_QOS),
@@ -207,15 +212,24 @@ class Recorder(GraphProbe):
     def is_speaking(self) -> bool:
         return bool(self.speaking) and self.speaking[-1][1]
 
-    def wait_quiet(self) -> None:
+    def wait_quiet(self) -> bool:
         """Until the robot has been silent and no report has come for QUIET_S (the last trial's
-        turns are over)."""
+        turns are over).  False when it kept talking (answering its own voice, with neither
+        canceller nor mute): then it was stopped and its history cleared, up to EVAL_STOPS times."""
+        from ..nodes.common import stamp
+        from ..nodes.messages import turn_decision
 
         def quiet() -> bool:
             last = max([t for t, _ in self.speaking] + [self._last_report])
             return not self.is_speaking and time.time() - last >= QUIET_S
 
-        self.spin_until(quiet, REPLY_TIMEOUT_S, "the robot to fall silent between trials")
+        for _ in range(EVAL_STOPS):
+            if self.wait_for(quiet, REPLY_TIMEOUT_S):
+                return True
+            self.decisions.publish(turn_decision(stamp(time.time()), "stop", "(the evaluation)"))
+            self.clear_history()
+        self.spin_until(quiet, REPLY_TIMEOUT_S, f"the robot to fall silent between trials after {EVAL_STOPS} stops")
+        return False
 
     def clear_history(self) -> None:
         from std_srvs.srv import Trigger
@@ -225,8 +239,14 @@ class Recorder(GraphProbe):
 
 
 def run_trial(rec: Recorder, feed: AudioFeed, policy: str, trial: Trial, question: np.ndarray, event: np.ndarray) -> TrialResult:
+    """One trial from a quiet robot; it ends once the robot is quiet again."""
     result = TrialResult(policy, trial.number, trial.kind, trial.question, trial.event)
-    rec.wait_quiet()
+    _play_trial(rec, feed, result, trial, question, event)
+    result.ran_on = not rec.wait_quiet()
+    return result
+
+
+def _play_trial(rec: Recorder, feed: AudioFeed, result: TrialResult, trial: Trial, question: np.ndarray, event) -> TrialResult:
     rec.clear_history()
     reports, voice, played = len(rec.reports), len(rec.voice), len(rec.played)
     # the reply to the whole request: an early final at a pause inside it is answered too, and the rest is another turn
@@ -312,9 +332,9 @@ def run_policy(
                 120,
                 "the graph",
             )
+            rec.wait_quiet()
             for i, (trial, question, event) in enumerate(trials):
-                if room is not None and i % ROOM_BLOCK == 0:
-                    rec.wait_quiet()  # the robot does not change rooms mid-reply
+                if room is not None and i % ROOM_BLOCK == 0:  # between trials, so never mid-reply
                     room.enter_room(room_seed * 1000 + i // ROOM_BLOCK)
                 results.append(run_trial(rec, feed, label, trial, question, event))
                 if progress:
@@ -372,6 +392,7 @@ def summarize(results: list[TrialResult]) -> dict:
                     "new_turns": sum(bool(r.new_turn) for r in of_kind),
                 }
         row["lost_replies"] = sum(r.lost for r in results if r.policy == policy)
+        row["ran_on"] = sum(r.ran_on for r in results if r.policy == policy)
         summary[policy] = row
     return summary
 
@@ -383,8 +404,9 @@ def format_summary(summary: dict) -> str:
     lines = [
         "| policy | acknowledgements: false stops | resumed pauses | new turns | bursts: false stops | resumed pauses | "
         "new turns | barge-ins: missed | silence p50 / p90 (s) | answered | history = played | WER of their turns | "
-        "replies with nothing said: self-pauses / self-stops / turns of its own voice | replies lost |",
-        "|---|" + "---:|" * 13,
+        "replies with nothing said: self-pauses / self-stops / turns of its own voice | replies lost | "
+        "ran on (stopped by the evaluation) |",
+        "|---|" + "---:|" * 14,
     ]
     for policy, row in summary.items():
         a, b, c = row["backchannel"], row["burst"], row["barge_in"]
@@ -397,7 +419,8 @@ def format_summary(summary: dict) -> str:
             f"| {policy} | {a['false_stops']}/{a['events']} ({a['false_stop_rate']:.0%}) | {a['resumed']} | {a['new_turns']} "
             f"| {b['false_stops']}/{b['events']} ({b['false_stop_rate']:.0%}) | {b['resumed']} | {b['new_turns']} "
             f"| {c['missed']}/{c['events']} | {fmt(c['silence_p50_s'])} / {fmt(c['silence_p90_s'])} "
-            f"| {c['answered']}/{c['events']} | {c['history_matches']}/{c['events']} | {wer} | {own} | {row['lost_replies']} |"
+            f"| {c['answered']}/{c['events']} | {c['history_matches']}/{c['events']} | {wer} | {own} | {row['lost_replies']} "
+            f"| {row['ran_on']} |"
         )
     return "\n".join(lines)
 

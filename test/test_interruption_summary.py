@@ -1,0 +1,23 @@
+"""eval-interruptions' scoring without ROS: what the summary and its table count."""
+
+from __future__ import annotations
+
+from predgen_ros.eval.interruptions import TrialResult, format_summary, summarize
+
+
+def result(kind: str, number: int, **scored) -> TrialResult:
+    return TrialResult("pause-open", number, kind, "How far away is the moon?", "", spoke=True, event_over_speech=True, **scored)
+
+
+def test_replies_the_evaluation_had_to_stop_are_counted_and_shown():
+    """A robot answering its own voice (no canceller, no mute) never falls silent: the
+    trials after which the evaluation stopped it are counted apart from its self-stops."""
+    results = [
+        result("silence", 1000, stopped=True, ran_on=True),
+        result("silence", 1001, paused=True, resumed=True),
+        result("barge_in", 0, stopped=True, silence_s=0.2, answered=True, new_turn="how far away is the moon", ran_on=True),
+    ]
+    row = summarize(results)["pause-open"]
+    assert row["ran_on"] == 2
+    assert row["silence"] == {"replies": 2, "self_pauses": 1, "self_stops": 1, "own_voice_turns": 0}
+    assert format_summary({"pause-open": row}).splitlines()[-1].endswith("| 1 | 2 |")  # replies lost (the self-stop), ran on
