@@ -8,7 +8,7 @@ import pytest
 import rclpy
 
 from predgen_ros.eval.interruption_bag import Trial, burst, first_voiced_s
-from predgen_ros.eval.interruptions import GRAPH_OVERRIDES, NODES, AudioFeed, Recorder, run_trial
+from predgen_ros.eval.interruptions import GRAPH_OVERRIDES, NODES, USER_ALONE, AudioFeed, Recorder, run_trial
 from predgen_ros.nodes.bringup import Graph, default_params_file
 from predgen_ros.turn_taking import CUT_OFF_MARK
 
@@ -21,7 +21,10 @@ QUESTION = "What should I pack for a day at the beach?"  # a reply of several se
 def live(tmp_path_factory):
     out = tmp_path_factory.mktemp("turn_taking")
     rclpy.init()
-    with open(out / "graph.log", "w") as log, Graph(default_params_file(), GRAPH_OVERRIDES, nodes=NODES, log=log) as graph:
+    with (
+        open(out / "graph.log", "w") as log,
+        Graph(default_params_file(), {**GRAPH_OVERRIDES, **USER_ALONE}, nodes=NODES, log=log) as graph,
+    ):
         rec = Recorder()
         rec.graph = graph
         rec.wait_active(NODES)

@@ -55,10 +55,10 @@ GRAPH_OVERRIDES = {
     "asr.backend": DEFAULT_RECOGNIZER,
     "asr.input": "topic",
     "asr.mute_while_robot_speaks": False,
-    "asr.echo_cancel": "none",  # without --robot-in-mic the microphone hears the user alone: nothing to cancel
     "tts.sink": "none",
     "tts.realtime": True,
 }
+USER_ALONE = {"asr.echo_cancel": "none"}  # without --robot-in-mic the microphone hears the user alone: nothing to cancel
 # --robot-in-mic: the loudspeaker's sound is published (eval/echo_mic.py mixes it into the
 # microphone) and asr_node hears the room as configured (`--hearing`).
 ROBOT_IN_MIC = {"tts.sink": "topic", "asr.mute_while_robot_speaks": True}
@@ -318,7 +318,7 @@ def run_policy(
     """One graph, every trial.  `room_seed`: the robot's voice in the microphone through
     seeded rooms (a new room every ROOM_BLOCK trials); `label` names the run (policy)."""
     label = label or policy
-    overrides = {**GRAPH_OVERRIDES, **(ROBOT_IN_MIC if room_seed is not None else {}), **extra, **POLICIES[policy]}
+    overrides = {**GRAPH_OVERRIDES, **(ROBOT_IN_MIC if room_seed is not None else USER_ALONE), **extra, **POLICIES[policy]}
     room = RoomMicrophone(probe_speech()) if room_seed is not None else None
     results = []
     with open(out / f"{label}.log", "w") as log, Graph(params_file, overrides, nodes=NODES, log=log) as graph:
