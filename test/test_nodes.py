@@ -89,7 +89,7 @@ def test_a_misspelt_parameter_stops_the_node():
 
 def test_a_parameter_of_the_wrong_type_stops_the_node_with_a_hint():
     out = run_node("tts_node", "-p", "tts.sink:=none", "-p", "tts.chunk_ms:=fast")
-    assert_startup_error(out, "tts.chunk_ms: expected an integer like 50, got 'fast'")
+    assert_startup_error(out, "tts.chunk_ms: expected an integer like 20, got 'fast'")
     out = run_node("asr_node", "-p", "asr.backend:=text", "-p", "asr.text.gap_s:=2")
     assert_startup_error(out, "asr.text.gap_s: expected a decimal number like 1.0, got 2 (write 2.0)")
 
