@@ -17,7 +17,8 @@ the new request).  Scored from what the graph published:
   history         the answer's prompt held, as the earlier reply, exactly what tts/played said was heard
   reply lost      a request without its whole reply: none came, a false stop, or a barge-in left unanswered
   ran on          the robot was not silent REPLY_TIMEOUT_S after the trial (it kept answering
-                  its own voice): the evaluation stopped it, as an operator would
+                  its own voice): the evaluation stopped it, as an operator would; after
+                  RAN_ON_LIMIT such trials the run of that hearing ends (the table's `trials`)
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ NODES = ("asr_node", "predgen_node", "tts_node")
 REPLY_TIMEOUT_S = 60.0
 REACTION_S = 0.3  # an event whose onset came later than this before the reply's natural end was not over the robot
 QUIET_S = 2.0  # a trial starts once the robot has been silent, with no new turn, this long
-EVAL_STOPS = 3  # a robot still talking to itself after this many of the evaluation's stops ends the run
+EVAL_STOPS = 3  # a robot still talking to itself after this many of the evaluation's stops ends the hearing
+RAN_ON_LIMIT = 3  # trials after which the robot ran on before a hearing ends: each costs minutes, and the finding is made
+ANSWER_WAIT_S = 10.0  # a barge-in unanswered this long after its audio ended, the robot silent, was not heard (mute)
 # The interruption policies compared: the default, and the behaviour before turn-taking.
 POLICIES = {
     "pause": {"turn.interruption": "pause"},
@@ -212,10 +215,11 @@ class Recorder(GraphProbe):
     def is_speaking(self) -> bool:
         return bool(self.speaking) and self.speaking[-1][1]
 
-    def wait_quiet(self) -> bool:
+    def wait_quiet(self) -> int:
         """Until the robot has been silent and no report has come for QUIET_S (the last trial's
-        turns are over).  False when it kept talking (answering its own voice, with neither
-        canceller nor mute): then it was stopped and its history cleared, up to EVAL_STOPS times."""
+        turns are over).  Returns how often the evaluation had to stop it and clear its history
+        (it kept talking, answering its own voice with neither canceller nor mute): 0 when it
+        fell silent by itself, EVAL_STOPS + 1 when it never did."""
         from ..nodes.common import stamp
         from ..nodes.messages import turn_decision
 
@@ -223,13 +227,13 @@ class Recorder(GraphProbe):
             last = max([t for t, _ in self.speaking] + [self._last_report])
             return not self.is_speaking and time.time() - last >= QUIET_S
 
-        for _ in range(EVAL_STOPS):
+        for stops in range(EVAL_STOPS + 1):
             if self.wait_for(quiet, REPLY_TIMEOUT_S):
-                return True
-            self.decisions.publish(turn_decision(stamp(time.time()), "stop", "(the evaluation)"))
-            self.clear_history()
-        self.spin_until(quiet, REPLY_TIMEOUT_S, f"the robot to fall silent between trials after {EVAL_STOPS} stops")
-        return False
+                return stops
+            if stops < EVAL_STOPS:
+                self.decisions.publish(turn_decision(stamp(time.time()), "stop", "(the evaluation)"))
+                self.clear_history()
+        return EVAL_STOPS + 1
 
     def clear_history(self) -> None:
         from std_srvs.srv import Trigger
@@ -238,12 +242,16 @@ class Recorder(GraphProbe):
         self.spin_until(future.done, 30, "/predgen_node/reset")
 
 
-def run_trial(rec: Recorder, feed: AudioFeed, policy: str, trial: Trial, question: np.ndarray, event: np.ndarray) -> TrialResult:
-    """One trial from a quiet robot; it ends once the robot is quiet again."""
+def run_trial(
+    rec: Recorder, feed: AudioFeed, policy: str, trial: Trial, question: np.ndarray, event: np.ndarray
+) -> tuple[TrialResult, bool]:
+    """One trial from a quiet robot; it ends once the robot is quiet again.  The flag: the
+    robot is quiet (False: it kept talking through the evaluation's stops)."""
     result = TrialResult(policy, trial.number, trial.kind, trial.question, trial.event)
     _play_trial(rec, feed, result, trial, question, event)
-    result.ran_on = not rec.wait_quiet()
-    return result
+    stops = rec.wait_quiet()
+    result.ran_on = stops > 0
+    return result, stops <= EVAL_STOPS
 
 
 def _play_trial(rec: Recorder, feed: AudioFeed, result: TrialResult, trial: Trial, question: np.ndarray, event) -> TrialResult:
@@ -259,10 +267,12 @@ def _play_trial(rec: Recorder, feed: AudioFeed, result: TrialResult, trial: Tria
         return _own_voice(rec, result, voice, reports, rec.speaking[-1][0])
     rec.spin_for(trial.after_s)
     speaking = len(rec.speaking)
-    onset = feed.play(event) + trial.onset_s
+    began = feed.play(event)
+    onset = began + trial.onset_s
     if trial.kind == "barge_in":  # its answer: a report for a turn after the onset, then the robot silent again
         answer = lambda: [r for r in rec.reports[reports:] if float(r["t_end_of_speech"]) > onset]  # noqa: E731
-        rec.wait_for(lambda: bool(answer()) and not rec.is_speaking, REPLY_TIMEOUT_S)
+        give_up = began + len(event) / SAMPLE_RATE + ANSWER_WAIT_S
+        rec.wait_for(lambda: (bool(answer()) or time.time() > give_up) and not rec.is_speaking, REPLY_TIMEOUT_S)
     else:  # the reply plays out; then a little longer, for a turn the event might have made
         rec.wait_for(lambda: not rec.is_speaking, REPLY_TIMEOUT_S)
         rec.spin_for(1.5)
@@ -320,7 +330,7 @@ def run_policy(
     label = label or policy
     overrides = {**GRAPH_OVERRIDES, **(ROBOT_IN_MIC if room_seed is not None else USER_ALONE), **extra, **POLICIES[policy]}
     room = RoomMicrophone(probe_speech()) if room_seed is not None else None
-    results = []
+    results, notes = [], []
     with open(out / f"{label}.log", "w") as log, Graph(params_file, overrides, nodes=NODES, log=log) as graph:
         rec = Recorder(room)
         rec.graph = graph
@@ -336,19 +346,29 @@ def run_policy(
             for i, (trial, question, event) in enumerate(trials):
                 if room is not None and i % ROOM_BLOCK == 0:  # between trials, so never mid-reply
                     room.enter_room(room_seed * 1000 + i // ROOM_BLOCK)
-                results.append(run_trial(rec, feed, label, trial, question, event))
+                result, quiet = run_trial(rec, feed, label, trial, question, event)
+                results.append(result)
                 if progress:
                     progress()
+                ran_on = sum(r.ran_on for r in results)
+                if not quiet or ran_on >= RAN_ON_LIMIT:
+                    notes.append(
+                        f"{label} ended after {len(results)} of {len(trials)} trials: the robot ran on in {ran_on} of them"
+                    )
+                    if progress:
+                        progress(len(trials) - len(results))
+                    break
             heard = {k: v for k, v in rec.health.get("asr_node", (0, "", {}))[2].items() if k.startswith("echo")}
             underruns = rec.health.get("tts_node", (0, "", {}))[2].get("underruns", "?")
         finally:
             feed.close()
             rec.close()
     if room is not None:
-        with open(out / f"{label}.log", "a") as log:
-            log.write(f"room microphone: {room.clipped} samples clipped, {room.late_chunks} loudspeaker chunks late\n")
-            log.write(f"asr_node's canceller at the end: {heard}\n")
-            log.write(f"tts_node's loudspeaker underruns: {underruns}\n")
+        notes.append(f"room microphone: {room.clipped} samples clipped, {room.late_chunks} loudspeaker chunks late")
+        notes.append(f"asr_node's canceller at the end: {heard}")
+        notes.append(f"tts_node's loudspeaker underruns: {underruns}")
+    with open(out / f"{label}.log", "a") as log:
+        log.writelines(f"{note}\n" for note in notes)
     return results
 
 
@@ -402,11 +422,11 @@ def format_summary(summary: dict) -> str:
         return "-" if x is None else f"{x:.3f}"
 
     lines = [
-        "| policy | acknowledgements: false stops | resumed pauses | new turns | bursts: false stops | resumed pauses | "
+        "| policy | trials | acknowledgements: false stops | resumed pauses | new turns | bursts: false stops | resumed pauses | "
         "new turns | barge-ins: missed | silence p50 / p90 (s) | answered | history = played | WER of their turns | "
         "replies with nothing said: self-pauses / self-stops / turns of its own voice | replies lost | "
         "ran on (stopped by the evaluation) |",
-        "|---|" + "---:|" * 14,
+        "|---|" + "---:|" * 15,
     ]
     for policy, row in summary.items():
         a, b, c = row["backchannel"], row["burst"], row["barge_in"]
@@ -416,7 +436,7 @@ def format_summary(summary: dict) -> str:
         )
         wer = "-" if c["turn_wer"] is None else f"{c['turn_wer']:.1%}"
         lines.append(
-            f"| {policy} | {a['false_stops']}/{a['events']} ({a['false_stop_rate']:.0%}) | {a['resumed']} | {a['new_turns']} "
+            f"| {policy} | {row['trials']} | {a['false_stops']}/{a['events']} ({a['false_stop_rate']:.0%}) | {a['resumed']} | {a['new_turns']} "
             f"| {b['false_stops']}/{b['events']} ({b['false_stop_rate']:.0%}) | {b['resumed']} | {b['new_turns']} "
             f"| {c['missed']}/{c['events']} | {fmt(c['silence_p50_s'])} / {fmt(c['silence_p90_s'])} "
             f"| {c['answered']}/{c['events']} | {c['history_matches']}/{c['events']} | {wer} | {own} | {row['lost_replies']} "
