@@ -20,8 +20,11 @@ publishes on asr/partial and asr/final only the words that are the user's turn
 (predgen_node answers what it gets), so an acknowledgement makes no turn and the
 history keeps the reply.  Once the robot has finished, the floor is the user's:
 whatever they say next is a turn ("yes" may answer the robot's question), but an
-utterance that began over the robot is still judged as one.  Change the rules
-here; set them in asr_node's `turn:` parameters.
+utterance that began over the robot is still judged as one.  When the user goes
+on after an early final (asr/voice "resumed"), the words are that turn's: they
+are handed on whatever their number, and the first of them stops the reply to
+the cut-off question (the voice pauses at once; it resumes if no word comes).
+Change the rules here; set them in asr_node's `turn:` parameters.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ from enum import StrEnum
 # In pocketsphinx's spelling: it hears Piper's "uh-huh" as "ah", "mhm" as "an h m".
 BACKCHANNELS = "mm hmm, mhm, mm, hmm, uh huh, ah, uh, um, yeah, yes, yep, okay, ok, right, i see, sure, alright, got it"
 INTERRUPTIONS = ("stop", "pause")
-VOICE_KINDS = ("start", "more", "end")  # asr/voice frame_id: an utterance opens / voice again in it / voice fell silent
+# asr/voice frame_id: an utterance opens / one opens that continues an early final / voice again in it / voice fell silent
+VOICE_KINDS = ("start", "resumed", "more", "end")
 TAKE_OVER_S = 0.5  # an utterance heard this soon before robot_speaking went false is a turn (TurnOwner)
 CUT_OFF_MARK = "—"  # ends a reply the user cut off, as the history keeps it
 _WORD = re.compile(r"[a-z0-9']+")
@@ -108,8 +112,8 @@ def _strip_acknowledgements(heard: list[str], phrases: list[list[str]]) -> list[
 
 
 class VoicedSpan:
-    """How long the user has spoken in the open utterance, from asr/voice: `start`
-    (an utterance opens), `more` (voice again after a gap), `end` (voice fell silent,
+    """How long the user has spoken in the open utterance, from asr/voice: `start` or
+    `resumed` (an utterance opens), `more` (voice again after a gap), `end` (voice fell silent,
     stamped at the last voiced audio).  Pauses inside the utterance count as speech."""
 
     def __init__(self):
@@ -119,7 +123,7 @@ class VoicedSpan:
 
     def voice(self, what: str, t: float) -> None:
         self._heard = True
-        if what == "start" or self._onset is None:
+        if what in ("start", "resumed") or self._onset is None:
             self._onset, self._until = t, None
         elif what == "more":
             self._until = None
@@ -160,7 +164,8 @@ class TurnOwner:
     the utterance ends without a turn, at an acknowledgement, or once the voice has
     been silent `resume_s` without a word.  For the engine: an utterance that began over the robot is handed
     on only once it is a turn (its later partials and its final too); one begun while
-    the robot was silent is a turn whatever its words.  The user's first words and
+    the robot was silent is a turn whatever its words, and so is one that continues
+    an early final (asr/voice "resumed"): its first words stop the robot.  The user's first words and
     robot_speaking's false can cross on the wire: an utterance heard less than
     TAKE_OVER_S before the robot fell silent is judged as one begun after it.
 
@@ -189,6 +194,7 @@ class TurnOwner:
         self.resume_at: float | None = None  # the voice is paused until then
         self.span = VoicedSpan()
         self._over_robot: bool | None = None  # the open utterance began over the robot; None between utterances
+        self._continues = False  # the open utterance continues an early final (asr/voice "resumed")
         self._opened_at = 0.0
         self._passing = False
         self._lock = threading.Lock()
@@ -210,6 +216,10 @@ class TurnOwner:
         waits `resume_s` from where the voice fell silent."""
         with self._lock:
             self.span.voice(what, t)
+            if what in ("start", "resumed"):
+                self._continues = what == "resumed"
+                self._over_robot = False if self._continues else None
+                self._passing, self._opened_at = self._continues, self.clock()
             if what != "end":
                 return Ruling(self._pause() if self.pausing else Voice.KEEP)
             if self.paused:
@@ -220,7 +230,7 @@ class TurnOwner:
         with self._lock:
             kind = self._kind(text)
             hand_on = self._judge(kind) and kind is not Speech.EMPTY
-            if kind is Speech.TURN:
+            if kind is Speech.TURN or (self._continues and kind is not Speech.EMPTY):
                 return Ruling(self._stop(), hand_on)
             if kind is Speech.SHORT and self.pausing:
                 return Ruling(self._pause(), hand_on)
@@ -236,9 +246,9 @@ class TurnOwner:
             kind = self._kind(text)
             hand_on = kind is not Speech.EMPTY and (True if self._over_robot is None else self._judge(kind))
             self.ignored += bool(self._over_robot) and not hand_on
-            self._over_robot = None
+            continued, self._over_robot, self._continues = self._continues, None, False
             self.span.close()
-            if kind is Speech.TURN:
+            if kind is Speech.TURN or (continued and kind is not Speech.EMPTY):
                 return Ruling(self._stop(), hand_on)
             return Ruling(self._resume() if self.paused else Voice.KEEP, hand_on)
 

@@ -27,8 +27,10 @@ def test_a_made_bag_reads_back_with_identical_messages_and_times(tmp_path):
     key = lambda m: (m.t_ns, m.topic)  # noqa: E731
     assert sorted(back, key=key) == sorted(messages, key=key)
     topics = {m.topic for m in back}
-    assert topics == {"asr/partial", "asr/final", "asr/speech_end", "audio/user", "eval/turn"}
+    assert topics == {"asr/voice", "asr/partial", "asr/final", "asr/speech_end", "audio/user", "eval/turn"}
     assert [m.topic for m in back].count("asr/final") == 2
+    first_voice, first_words = (next(m.t_ns for m in back if m.topic == t) for t in ("asr/voice", "asr/partial"))
+    assert first_voice <= first_words  # the voice's start is published before its words, as asr_node does
     assert abs(sum(m.topic == "audio/user" for m in back) * 0.1 - audio_s) < 0.11  # 100 ms chunks cover the audio
     assert (tmp_path / "bag" / "metadata.yaml").is_file() and list((tmp_path / "bag").glob("*.mcap"))
 

@@ -72,7 +72,8 @@ def test_words_after_an_early_final_reopen_the_turn_and_are_answered_as_one_ques
     early = drain(session)
     assert ("commit", session.turn.first_sentence) in early  # the robot had its answer to the cut question
     cut_turn = session.turn
-    session.partial(COMPLETE, 1.5)  # ... and the user went on
+    session.voice("resumed")  # ... and the user went on (asr_node's word)
+    session.partial(COMPLETE, 1.5)
     assert session.turn is not cut_turn and session.turn.t_final is None
     assert session.history == []  # the cut question's reply is not the conversation
     session.final(COMPLETE, 2.0)
@@ -94,6 +95,18 @@ def test_a_new_question_after_the_final_is_a_new_turn(tiny_lm, make_session):
     drain(session)
     session.partial("and what about germany", 1.5)
     assert session.turn.t_final is None and [user for user, _ in session.history] == [COMPLETE]
+
+
+def test_longer_words_without_the_asrs_resumed_are_a_new_turn(tiny_lm, make_session):
+    """Only the ASR decides that the user went on: words that merely extend the final
+    (an ASR without voice events, or the user saying it again longer) are a new turn."""
+    session = make_session(tiny_lm, max_new_tokens=0, sentence=RULES)
+    session.partial(CUT, 0.0)
+    session.final(CUT, 1.0)
+    session.end_of_turn(1.0)
+    drain(session)
+    session.partial(COMPLETE, 1.5)
+    assert session.turn.t_final is None and [user for user, _ in session.history] == [CUT]
 
 
 def test_the_offline_scorer_estimate_equals_a_fresh_pass(smollm):

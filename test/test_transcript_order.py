@@ -1,7 +1,6 @@
 """The ordering rules ahead of Session, on their own (engine/transcript_order.py)."""
 
 from predgen_ros.engine.transcript_order import (
-    CONTINUATION_WINDOW_S,
     LATE_COPY_WINDOW_S,
     SPEECH_END_MAX_LAG_S,
     Arrival,
@@ -38,12 +37,27 @@ def test_a_late_copy_of_a_partial_is_dropped_only_within_its_window():
     assert finalized().partial("what is the", 10.0 + LATE_COPY_WINDOW_S + 0.1) is Arrival.NEWS  # the user said it again
 
 
-def test_more_words_after_an_early_final_reopen_the_utterance():
+def test_more_words_after_an_early_final_reopen_the_utterance_once_the_asr_said_resumed():
     order = finalized()
+    order.voice("resumed")
     assert order.partial("what is the capital of france", 11.0) is Arrival.CONTINUES
     assert order.state is Utterance.HEARING
-    late = finalized()
-    assert late.partial("what is the capital of france", 10.0 + CONTINUATION_WINDOW_S + 0.1) is Arrival.NEWS
+
+
+def test_the_resumed_word_may_come_just_before_the_final_it_continues():
+    order = TranscriptOrder()
+    order.partial("what is the capital", 9.0)
+    order.voice("resumed")  # on asr/voice, which may overtake asr/final
+    order.final("what is the capital", 10.0, None, None)
+    assert order.partial("what is the capital of france", 11.0) is Arrival.CONTINUES
+
+
+def test_without_the_resumed_word_more_words_are_a_new_turn_however_soon():
+    assert finalized().partial("what is the capital of france", 10.5 + LATE_COPY_WINDOW_S) is Arrival.NEWS
+    started = finalized()
+    started.voice("resumed")
+    started.voice("start")  # that speech made no word; this is a new utterance
+    assert started.partial("what is the capital of france", 13.0) is Arrival.NEWS
 
 
 def test_a_redelivered_final_is_a_copy_by_number_or_by_words_with_nothing_heard_between():

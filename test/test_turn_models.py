@@ -97,13 +97,19 @@ def test_speech_resuming_after_an_early_final_continues_its_utterance(speech):
     hesitant, _ = insert_pause(speech[QUESTIONS[2]], 0.6, 0.6)
     config = EndpointConfig(policy="smart_turn", pause_s=0.15, max_silence_s=1.0)
     asr = StreamingAsr(make_recognizer("pocketsphinx"), endpointer=Endpointer(config, lambda: 1.0), vad=make_vad("silero"))
-    events = [event for chunk in chunks(SILENCE[:16000] + hesitant + SILENCE * 2) for event in asr.feed(chunk)] + asr.flush()
-    finals = [event for event in events if event.kind == "final"]
+    events = []  # as asr_node publishes them: asr/voice first, then the words of the same audio
+    for chunk in chunks(SILENCE[:16000] + hesitant + SILENCE * 2):
+        heard = asr.feed(chunk)
+        events += [kind for kind, _ in asr.voice_changes() if kind in ("start", "resumed")] + heard
+    events += asr.flush()
+    finals = [event for event in events if getattr(event, "kind", None) == "final"]
     assert len(finals) == 2  # early, then the whole question
     first, whole = finals[0].text, finals[1].text
     assert whole.startswith(first + " ") and "fun fact about" in whole
-    after = [e.text for e in events[events.index(finals[0]) + 1 :] if e.kind == "partial"]
-    assert after and all(text.startswith(first + " ") for text in after)
+    after = events[events.index(finals[0]) + 1 :]
+    assert after[0] == "resumed" and "start" not in after  # said before any of the continuation's words
+    partials = [e.text for e in after[1:] if e.kind == "partial"]
+    assert partials and all(text.startswith(first + " ") for text in partials)
 
 
 def test_a_new_utterance_after_the_continuation_window_stands_alone(speech):

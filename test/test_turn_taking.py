@@ -232,6 +232,33 @@ def test_once_the_robot_is_silent_any_speech_is_a_turn_but_one_begun_over_it_is_
     assert owner.final("yes").hand_on
 
 
+@pytest.mark.parametrize("interruption", ["pause", "stop"])
+def test_words_after_an_early_final_are_the_turn_and_stop_its_reply_however_few(interruption):
+    """The robot answers a question cut short by an early endpoint; the user goes on
+    (asr/voice "resumed"): a short "of france" must not be judged as speech over the robot."""
+    clock = Clock()
+    owner = TurnOwner(TurnRules(), interruption, 1.0, clock=clock)
+    assert owner.partial("what is the") == Ruling(Voice.KEEP, hand_on=True)  # the robot is silent: a turn
+    assert owner.final("what is the capital").hand_on
+    owner.robot_speaking(True)  # the reply to the cut-off question
+    expect = Voice.PAUSE if interruption == "pause" else Voice.KEEP
+    assert owner.voice("resumed", clock.t).voice is expect  # silent at once while the words come
+    clock.t += 0.3
+    assert owner.partial("what is the capital of") == Ruling(Voice.STOP, hand_on=True)  # 0.3 s, one word
+    assert owner.final("what is the capital of france").hand_on
+
+
+def test_a_resumed_voice_that_makes_no_word_lets_the_reply_go_on():
+    clock = Clock()
+    owner = talking_owner(clock=clock)
+    assert owner.voice("resumed", clock.t).voice is Voice.PAUSE
+    owner.voice("end", clock.t + 0.2)  # a cough: no word ever comes
+    clock.t += 0.2 + owner.resume_s
+    assert owner.due() is Voice.RESUME
+    assert owner.voice("start", clock.t).voice is Voice.PAUSE  # a new utterance over the robot
+    assert owner.partial("okay") == Ruling(Voice.RESUME, hand_on=False)  # judged as speech over the robot again
+
+
 def test_what_was_heard_of_a_reply_cut_off():
     heard = heard_text([("Paris is the capital of France.", 1.0), ("It lies on the Seine, a long river.", 0.5)])
     assert heard == "Paris is the capital of France. It lies on the" + CUT_OFF_MARK

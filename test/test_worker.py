@@ -184,6 +184,7 @@ def test_words_after_an_early_final_cancel_its_end_of_turn(tiny_lm):
     now = time.time()
     worker.mailbox.post(Event("partial", "what is the capital", now))
     worker.mailbox.post(Event("final", "what is the capital", now))
+    worker.mailbox.post(Event("voice", "resumed", now + 0.05))
     worker.mailbox.post(Event("partial", "what is the capital of france", now + 0.1))
     worker.start()
     try:

@@ -190,15 +190,17 @@ class StreamingAsr:
 
     def voice_changes(self) -> list[tuple[str, float]]:
         """What the voice did since the last call, as (asr/voice kind, stream time):
-        "start" when an utterance opened, "end" once its voice has been silent for
-        VOICE_GAP_S (timed at the last voiced audio), "more" when voice came back."""
+        "start" when an utterance opened ("resumed" when it continues an early final:
+        its words will extend that final's), "end" once its voice has been silent for
+        VOICE_GAP_S (timed at the last voiced audio), "more" when voice came back.
+        This is the one place that decides the user went on after an early final."""
         told, voicing = self._voice_told
         if not self._in_utterance:
             return []
         silent = self._t - self._last_voiced >= VOICE_GAP_S
         if told != self._opened:
             self._voice_told = (self._opened, True)
-            return [("start", self._t)]
+            return [("resumed" if self._prefix else "start", self._t)]
         if voicing == silent:
             self._voice_told = (told, not silent)
             return [("end", self._last_voiced) if silent else ("more", self._last_voiced)]

@@ -21,8 +21,8 @@ The three policies differ only in what a new transcript does:
 A turn belongs to an utterance, not to a text: the same words said twice are
 two turns.  Which transcript events are news (late copies, re-delivered finals,
 the user going on after an early final, the end of speech and its final) is
-decided ahead of the session by engine/transcript_order.py.  When the user goes
-on, the turn listens again: its reply is unsaid (dropped from the history), and
+decided ahead of the session by engine/transcript_order.py; that the user went
+on is the ASR's word (asr/voice "resumed").  When the user goes on, the turn listens again: its reply is unsaid (dropped from the history), and
 its candidate is verified against the longer question like any rewrite.
 
 The paper's terms and the methods that implement them: docs/design.md#the-papers-terms-in-the-code.
@@ -138,6 +138,11 @@ class Session:
         if self.config.policy != "baseline":
             self._set_target(text)
         return True
+
+    def voice(self, kind: str) -> None:
+        """The user's voice (asr/voice): "resumed" means the words that follow continue
+        the utterance just finalized."""
+        self._order.voice(kind)
 
     def speech_end(self, utterance: str | None, stamp: float) -> None:
         """The end of the user's voiced audio (`asr/speech_end`): it pairs with its

@@ -8,9 +8,11 @@ turn's events do not come as one clean sequence:
 - a final can arrive twice (a re-delivery): dropped when it has the same
   utterance number as the turn's final, or, from an ASR without numbers, the
   same words within LATE_COPY_WINDOW_S with no partial heard in between;
-- an endpoint that ends an utterance at a short pause can be early: a partial
-  that adds words to the final within CONTINUATION_WINDOW_S is the user going
-  on, and the turn listens again;
+- an endpoint that ends an utterance at a short pause can be early: the ASR
+  alone decides that the user went on after it, and says so on asr/voice
+  ("resumed", before that speech's words); a partial after it that adds words to
+  the final reopens the turn.  Without that word a partial after the final is a
+  new turn, however soon (an ASR with no voice events never continues one);
 - the end of speech (`asr/speech_end`, with the utterance number) usually comes
   just before its final, but may trail it: it pairs with the final it is at
   most SPEECH_END_MAX_LAG_S older than, whichever arrives first.
@@ -30,9 +32,6 @@ from ..transcripts import words
 # (DDS delivers the topics of one publisher milliseconds apart); the user cannot
 # end an utterance and say a new one that quickly.
 LATE_COPY_WINDOW_S = 1.0
-# asr_node joins speech that resumes within asr.endpoint.max_silence_s (1 s by
-# default) of an early final to it; allow for that plus delivery.
-CONTINUATION_WINDOW_S = 3.0
 # An end of speech belongs to a final that arrives at most this long after it
 # (the ASR's endpoint silence plus its decoding); an older stamp is stale.
 SPEECH_END_MAX_LAG_S = 5.0
@@ -49,7 +48,7 @@ class Arrival(Enum):
     NEWS = "news"  # take it
     EMPTY = "empty"  # no words: nothing to take
     COPY = "copy"  # a late or re-delivered copy of the finalized utterance: drop it
-    CONTINUES = "continues"  # more words after an early final: the turn listens again
+    CONTINUES = "continues"  # more words after an early final, the ASR said "resumed": the turn listens again
 
 
 @dataclass
@@ -72,6 +71,14 @@ class TranscriptOrder:
         self.state = Utterance.HEARING
         self._final: _Final | None = None
         self._heard_since_final = False
+        self._resumed = False  # the ASR said the user went on after the final
+
+    def voice(self, kind: str) -> None:
+        """An asr/voice event: "resumed" (the speech that follows continues the finalized
+        utterance) arms a reopening; "start" (a new utterance) disarms it.  It may come
+        just before the final it continues, on another topic: it waits for it."""
+        if kind in ("resumed", "start"):
+            self._resumed = kind == "resumed"
 
     def partial(self, text: str, t: float) -> Arrival:
         """What a partial (its words normalized) is, arriving at `t`."""
@@ -82,7 +89,7 @@ class TranscriptOrder:
             return Arrival.NEWS
         if t - final.t <= LATE_COPY_WINDOW_S and text.split() == final.text.split()[: len(text.split())]:
             return Arrival.COPY
-        if t - final.t <= CONTINUATION_WINDOW_S and words(text).startswith(words(final.text) + " "):
+        if self._resumed and words(text).startswith(words(final.text) + " "):
             self.new_turn()
             return Arrival.CONTINUES
         self._heard_since_final = True

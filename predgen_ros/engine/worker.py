@@ -145,6 +145,8 @@ class EngineWorker:
                 self._end_of_turn_at = None  # the user went on after an early final
         elif event.kind is Heard.FINAL:
             self._deliver_final(event)
+        elif event.kind is Heard.VOICE:
+            self.session.voice(event.text)
         elif event.kind is Heard.SPEECH_END:
             self.session.speech_end(event.text or None, event.t)
         elif event.kind is Heard.PLAYED:

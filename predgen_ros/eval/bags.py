@@ -17,6 +17,7 @@ USER_TOPICS = {
     "asr/partial": "std_msgs/msg/String",
     "asr/final": "std_msgs/msg/String",
     "asr/speech_end": "std_msgs/msg/Header",  # stamp = end of the last voiced audio, frame_id = utterance number
+    "asr/voice": "std_msgs/msg/Header",  # frame_id = start, resumed, more or end (nodes/messages.py)
     "audio/user": "std_msgs/msg/Int16MultiArray",  # 16 kHz mono chunks of the user's speech
     "eval/turn": "std_msgs/msg/String",  # JSON: qid, reference text, true start and end of speech
 }

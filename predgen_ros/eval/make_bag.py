@@ -4,7 +4,7 @@ The user's speech is one continuous 16 kHz stream: `gap_s` of silence, a
 question, `gap_s` of silence, the next question, ...  The ASR backend hears it
 in 100 ms chunks; each partial or final is stamped when the chunk that caused
 it ended plus the time the recognizer took for it, as a live ASR would publish
-it.  Per question an `eval/turn` marker records the reference text and the true
+it; what the voice did (`asr/voice`) comes before the words of the same chunk.  Per question an `eval/turn` marker records the reference text and the true
 start and end of speech (first and last sample above the noise floor).
 
 With `hesitations` > 0, that share of the questions (seeded) gets a pause of
@@ -127,7 +127,7 @@ def bag_messages(questions: list[Question], settings: BagSettings, progress=None
     from rclpy.serialization import serialize_message
     from std_msgs.msg import String
 
-    from ..nodes.messages import audio_chunk, speech_end
+    from ..nodes.messages import audio_chunk, speech_end, voice_event
 
     synth = PiperSynthesizer(reproducible=True)  # the same bag from the same questions and seed, on any load
     audio, turns = speak_questions(questions, synth, settings.gap_s, settings.hesitations, settings.seed)
@@ -178,6 +178,8 @@ def bag_messages(questions: list[Question], settings: BagSettings, progress=None
         if hasattr(recognizer, "idle"):  # a background recognizer, on a CPU that keeps up
             recognizer.idle()
         t_heard = t_audio + (time.perf_counter() - started)  # published once the recognizer is done
+        for kind, t in asr.voice_changes():  # before the words, as asr_node publishes them
+            add("asr/voice", t_audio, voice_event(stamp_of(ns(t)), kind))
         for event in events:
             heard(event, t_heard)
     for event in asr.finish_stream():  # the audio ended inside an utterance

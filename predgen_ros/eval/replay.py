@@ -38,7 +38,8 @@ from .bags import (
 )
 from .records import TurnRecord
 
-REPLAYED = ("asr/partial", "asr/final", "asr/speech_end")
+# asr/voice says when the user went on after an early final (bags made before it have none)
+REPLAYED = ("asr/voice", "asr/partial", "asr/final", "asr/speech_end")
 
 
 @dataclass

@@ -3,8 +3,10 @@
 asr/speech_end       std_msgs/Header      stamp: end of the user's voiced audio; frame_id: the utterance number
 tts/first_audio      std_msgs/Header      stamp: the reply's first chunk reached the sink; frame_id: its sentence,
                                           after "cached:" when its opening came from the audio cache
-asr/voice            std_msgs/Header      frame_id: start (an utterance opens), end (its voice fell silent), more
-                                          (voice again); stamp: when (for end: the last voiced audio)
+asr/voice            std_msgs/Header      frame_id: start (an utterance opens), resumed (one opens that continues the
+                                          last final: the user went on after an early endpoint; its words extend that
+                                          final), end (its voice fell silent), more (voice again); stamp: when (for
+                                          end: the last voiced audio)
 turn/decision        std_msgs/Header      stamp: when asr_node's turn owner decided; frame_id: pause, resume or stop,
                                           then a space and the words that decided it ("" for the voice alone)
 tts/interruption     std_msgs/Header      stamp: the robot's voice fell silent or went on; frame_id: pause, resume or stop

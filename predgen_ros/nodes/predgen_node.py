@@ -45,7 +45,7 @@ from .common import (
     stamp,
     status,
 )
-from .messages import end_probability, first_audio_cached, sentence_of, utterance_of
+from .messages import end_probability, first_audio_cached, sentence_of, utterance_of, voice_kind
 
 # The key-values of each predgen/latency status (docs/guide.md#topics-services-qos).
 REPORT_KEYS = (
@@ -132,9 +132,11 @@ class PredgenNode(ManagedNode):
         self.worker = EngineWorker(self.session, self._on_emission, float(self.p["endpoint_delay"]))
         self.worker.start()
         # Subscriptions last: asr_node starts talking once they exist.  The executor takes
-        # ready messages in the order their subscriptions were made: asr/speech_end comes
-        # before asr/final, so the final knows its utterance number.
+        # ready messages in the order their subscriptions were made: asr/voice's "resumed"
+        # comes before the words it announces, asr/speech_end before asr/final, so the
+        # final knows its utterance number.
         self._hearing_asr = [
+            self.create_subscription(Header, "asr/voice", self._on_voice, TEXT_QOS),
             self.create_subscription(String, "asr/partial", self._on_partial, TEXT_QOS),
             self.create_subscription(Header, "asr/speech_end", self._on_speech_end, TEXT_QOS),
             self.create_subscription(String, "asr/final", self._on_final, TEXT_QOS),
@@ -171,6 +173,11 @@ class PredgenNode(ManagedNode):
         if not msg.data.strip():  # the session falls back to the last partial, if there was one
             self._ignore("empty asr/final (the last partial, if any, stands as the final)")
         self.worker.mailbox.post(Event(Heard.FINAL, msg.data, time.time()))
+
+    def _on_voice(self, msg: Header) -> None:
+        kind = voice_kind(msg)
+        if kind in ("start", "resumed"):  # where an utterance begins; the voice's gaps are the turn owner's
+            self.worker.mailbox.post(Event(Heard.VOICE, kind, seconds(msg.stamp)))
 
     def _on_speech_end(self, msg: Header) -> None:
         self.worker.mailbox.post(Event(Heard.SPEECH_END, utterance_of(msg) or "", seconds(msg.stamp)))
