@@ -93,6 +93,7 @@ class TrialResult:
     played: str = ""  # tts/played after the stop
     history: str = ""  # the answer's previous_reply
     ran_on: bool = False  # the robot did not fall silent after the trial: the evaluation stopped it
+    never_silent: bool = False  # ... and it went on talking through EVAL_STOPS stops: its hearing ends here
 
     @property
     def false_stop(self) -> bool:
@@ -242,16 +243,13 @@ class Recorder(GraphProbe):
         self.spin_until(future.done, 30, "/predgen_node/reset")
 
 
-def run_trial(
-    rec: Recorder, feed: AudioFeed, policy: str, trial: Trial, question: np.ndarray, event: np.ndarray
-) -> tuple[TrialResult, bool]:
-    """One trial from a quiet robot; it ends once the robot is quiet again.  The flag: the
-    robot is quiet (False: it kept talking through the evaluation's stops)."""
+def run_trial(rec: Recorder, feed: AudioFeed, policy: str, trial: Trial, question: np.ndarray, event: np.ndarray) -> TrialResult:
+    """One trial from a quiet robot; it ends once the robot is quiet again."""
     result = TrialResult(policy, trial.number, trial.kind, trial.question, trial.event)
     _play_trial(rec, feed, result, trial, question, event)
     stops = rec.wait_quiet()
-    result.ran_on = stops > 0
-    return result, stops <= EVAL_STOPS
+    result.ran_on, result.never_silent = stops > 0, stops > EVAL_STOPS
+    return result
 
 
 def _play_trial(rec: Recorder, feed: AudioFeed, result: TrialResult, trial: Trial, question: np.ndarray, event) -> TrialResult:
@@ -346,12 +344,12 @@ def run_policy(
             for i, (trial, question, event) in enumerate(trials):
                 if room is not None and i % ROOM_BLOCK == 0:  # between trials, so never mid-reply
                     room.enter_room(room_seed * 1000 + i // ROOM_BLOCK)
-                result, quiet = run_trial(rec, feed, label, trial, question, event)
+                result = run_trial(rec, feed, label, trial, question, event)
                 results.append(result)
                 if progress:
                     progress()
                 ran_on = sum(r.ran_on for r in results)
-                if not quiet or ran_on >= RAN_ON_LIMIT:
+                if result.never_silent or ran_on >= RAN_ON_LIMIT:
                     notes.append(
                         f"{label} ended after {len(results)} of {len(trials)} trials: the robot ran on in {ran_on} of them"
                     )
