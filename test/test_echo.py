@@ -98,6 +98,29 @@ def test_over_the_echo_only_sustained_voice_counts():
     assert run(guarded, 20, echo_present=False) == residue  # no echo: the detector as it is
 
 
+def test_once_an_utterance_is_open_the_users_voice_over_the_echo_counts_frame_by_frame():
+    """The onset rule guards the opening; inside an utterance, the frames it would hold
+    are the user's words (AEC3 takes some of them out), and holding them as silence once
+    ended a question at its second word."""
+    residue = [True, False, False, True, False, False, False, True, False, False]
+    guarded = EchoGuardedVad(Scripted(residue), window_s=0.3, share=0.6)
+    guarded.utterance_open = True
+    assert run(guarded, 10, echo_present=True) == residue
+
+
+def test_the_voice_run_says_how_long_ago_the_detector_first_heard_a_voice():
+    answers = [False] * 4 + [True, True, False, False, False, True, True, True] + [False] * 8
+    guarded = EchoGuardedVad(Scripted(answers), window_s=0.3, share=0.6)
+    guarded.echo_present = True
+    runs = []
+    for _ in answers:
+        guarded.is_speech(ROOM_NOISE)
+        runs.append(round(guarded.voice_run_s, 2))
+    assert runs[3] == 0.0 and runs[4] == 0.03  # the first voiced frame
+    assert runs[11] == 0.24  # a gap of 0.09 s is inside one run: 8 frames since it began
+    assert runs[14] == 0.33 and runs[19] == 0.0  # it lasts RUN_GAP_S after the last voiced frame, then ends
+
+
 def test_the_cancellers_digital_silence_never_reaches_the_voice_detector():
     """The suppressor's zeros would teach the detector a noise floor far below the room's,
     whose noise it then took for voice whenever the robot paused."""
@@ -334,3 +357,41 @@ def test_an_utterance_opened_late_over_the_echo_reads_back_as_far_as_asked(pre_r
     assert len(heard) == kept + 4 * 480
     latest = np.frombuffer(before, dtype=np.int16)[len(before) // 2 - kept :]
     assert (heard[:kept] == latest[:kept]).all()  # the latest audio before the voice, in order
+
+
+class EchoAlways:
+    """A canceller stand-in: the robot always sounding, nothing taken out, nothing to learn."""
+
+    learning = False
+
+    class reference:  # noqa: N801 (the canceller's attribute)
+        @staticmethod
+        def sounding(t_s: float, tail_s: float) -> bool:
+            return True
+
+    def process(self, mic: bytes, t_s: float):
+        return mic, mic
+
+
+def test_the_hearing_reads_back_and_dates_a_voice_to_where_the_detector_first_heard_it():
+    """Over the echo a voice the detector hears on every other frame for 0.6 s is held
+    (the onset rule), then counted: the recognizer reads back to its first frame, and
+    the voice's start is dated there, not 0.6 s later where it was counted."""
+    from predgen_ros.audio.asr import PRE_ROLL_S, StreamingAsr
+    from predgen_ros.audio.echo_hearing import EchoHearing
+
+    answers = [False] * 10 + [True, False] * 10 + [True] * 20  # 30 ms frames; the voice from 0.3 s
+    guarded = EchoGuardedVad(Scripted(answers), window_s=0.3, share=0.6)
+    asr = StreamingAsr(Listening(), vad=guarded)
+    hearing = EchoHearing(EchoAlways(), guarded)
+    began = None
+    for i in range(len(answers)):
+        frame = np.full(480, 1000 + i, dtype=np.int16).tobytes()  # each frame numbered
+        asr.feed(hearing.chunk(asr, frame, i * 0.03))
+        starts = [t for what, t in asr.voice_changes() if what == "start"]
+        if starts:
+            began, opened_at = hearing.voice_began(asr, starts[0]), asr.stream_time
+    assert opened_at > 0.85  # counted once the voice was sustained
+    assert abs(began - 0.3) <= 0.03  # dated to its first frame
+    first_read = int(np.frombuffer(bytes(asr.recognizer.heard[:2]), dtype=np.int16)[0]) - 1000
+    assert first_read <= 10 - round(PRE_ROLL_S / 0.03) + 1  # the recognizer read it from before its first frame

@@ -22,6 +22,16 @@ away, speaks 25 dB above the microphone's noise; a quieter voice in a noisier ro
 its faint syllables to the rule.  The frames are still shown to the detector, which
 adapts to what it hears.
 
+The onset rule guards only the opening of an utterance.  Once one is open
+(`utterance_open`, set by the owner), every frame the detector calls voiced counts: over
+the echo AEC3 takes some of the user's frames out, and holding the rest as silence ended
+a question at its second word ("How do you plan?", then "to make their food?" as
+another utterance, neither a turn) in scripts/echo_turns.py's rooms.  And because a voice
+over the echo is counted late (0.1-0.8 s after it began there), `voice_run_s` says how long
+ago the detector first heard it, counted or not: asr_node reads the recognizer's audio back
+that far and stamps the voice's start there, so `turn.min_speech_s` measures the user's voice,
+not the rule's delay.
+
 Where the canceller's suppressor is sure it hears only echo it outputs digital silence
 (below -90 dBFS).  The voice detector is not shown those frames: it adapts its noise
 model to what it hears, and after seconds of zeros the room's own noise, back when the
@@ -44,6 +54,7 @@ ONSET_WINDOW_S = 0.2
 # over the echo a voice is counted up to ~0.4 s after it began (the onset window, and AEC3's
 # suppressor holding a user who starts mid-sentence): the recognizer reads back this far
 PRE_ROLL_OVER_ECHO_S = 0.6
+RUN_GAP_S = 0.2  # a voice's frames this close together are one run (voice_run_s)
 ONSET_SHARE = 0.6
 VOICE_OVER_NOISE_DB = 10.0
 NOISE_RISE_DB_PER_S = 1.0  # the noise estimate's climb while the user speaks with no echo present
@@ -80,11 +91,15 @@ class EchoGuardedVad:
         self._recent: deque[bool] = deque(maxlen=frames)
         self._need = max(1, math.ceil(share * frames))
         self.echo_present = False
+        self.utterance_open = False  # the owner heard a voice already: the onset rule has done its job
         self.canceller_learning = False  # the canceller has not learned the room yet: no voice over the echo
         self.held_frames = 0  # voiced frames not counted: they might have been the robot's echo
         self.suppressed_frames = 0  # frames of the canceller's digital silence, kept from the voice detector
         self.faint_frames = 0  # voiced frames over the echo too close to the room's noise to be a voice
         self._heard = bytearray()  # the voice detector's copy of the audio still to be judged
+        self._frame_s = frame_s
+        self._frames = 0  # frames judged so far
+        self._run = (0, -(10**9))  # (first, last) frame the detector found voiced in the latest run
 
     def hear(self, for_voice: bytes) -> None:
         """The voice detector's copy of the next audio (the canceller's leaks silenced,
@@ -96,7 +111,17 @@ class EchoGuardedVad:
         """The audio given to `hear` will not be judged (the recognizer skipped it)."""
         self._heard.clear()
 
+    @property
+    def voice_run_s(self) -> float:
+        """How long the detector has heard a voice, counted or not (0 when none now): over
+        the echo a voice is counted late, and the recognizer should read back this far."""
+        first, last = self._run
+        if (self._frames - 1 - last) * self._frame_s > RUN_GAP_S:
+            return 0.0
+        return (self._frames - first) * self._frame_s
+
     def is_speech(self, frame: bytes) -> bool:
+        self._frames += 1
         if len(self._heard) >= len(frame):
             frame, self._heard[: len(frame)] = bytes(self._heard[: len(frame)]), b""
         samples = np.frombuffer(frame, dtype=np.int16).astype(np.float64)
@@ -106,6 +131,9 @@ class EchoGuardedVad:
             self.suppressed_frames += 1
             return False
         voiced = self.vad.is_speech(frame)
+        if voiced:
+            now = self._frames - 1
+            self._run = (self._run[0] if (now - self._run[1]) * self._frame_s <= RUN_GAP_S else now, now)
         if not self.echo_present:
             self._noise = power if self._noise is None else min(power, self._noise * self._noise_rise)
         elif voiced and self._noise is not None and power < self._noise * self._over_noise:
@@ -114,7 +142,7 @@ class EchoGuardedVad:
         self._recent.append(voiced)
         if not voiced or not self.echo_present:
             return voiced
-        if not self.canceller_learning and sum(self._recent) >= self._need:
+        if not self.canceller_learning and (self.utterance_open or sum(self._recent) >= self._need):
             return True
         self.held_frames += 1
         return False

@@ -33,16 +33,10 @@ import numpy as np
 from diagnostic_msgs.msg import KeyValue
 from std_msgs.msg import Bool, Header, Int16MultiArray, String
 
-from ..audio.asr import PRE_ROLL_S, VADS, StreamingAsr, make_vad
-from ..audio.double_talk import (
-    ECHO_TAIL_S,
-    ONSET_SHARE,
-    ONSET_WINDOW_S,
-    PRE_ROLL_OVER_ECHO_S,
-    VOICE_OVER_NOISE_DB,
-    EchoGuardedVad,
-)
+from ..audio.asr import VADS, StreamingAsr, make_vad
+from ..audio.double_talk import ONSET_SHARE, ONSET_WINDOW_S, VOICE_OVER_NOISE_DB, EchoGuardedVad
 from ..audio.echo import ECHO_CANCELLERS, EchoCanceller
+from ..audio.echo_hearing import EchoHearing
 from ..audio.endpoint import POLICIES, EndpointConfig, Endpointer, EndpointError
 from ..audio.pcm import AUDIO_CHUNK_MS, SAMPLE_RATE, AsrError, chunks, microphone_chunks, read_wav, to_pcm16k
 from ..audio.recognizers import DEFAULT_RECOGNIZER, RECOGNIZERS, make_recognizer
@@ -130,8 +124,8 @@ ASR_PARAMS = {
     ),
     "asr.echo.onset_window_s": (
         ONSET_WINDOW_S,
-        "while the robot's echo may be at the microphone, voice counts once this window of it is mostly voiced "
-        "(audio/double_talk.py)",
+        "while the robot's echo may be at the microphone, a voice opens an utterance once this window of it is "
+        "mostly voiced (audio/double_talk.py)",
     ),
     "asr.echo.onset_share": (ONSET_SHARE, "the share of that window's voice-detector frames that must be voiced, (0, 1]"),
     "asr.echo.voice_over_noise_db": (
@@ -188,6 +182,7 @@ class AsrNode(ManagedNode):
         self._arrived: queue.Queue[bytes] | None = None  # asr.input topic: the chunks of audio/user
         self.echo: EchoCanceller | None = None
         self.guarded_vad: EchoGuardedVad | None = None  # with the echo canceller
+        self.hearing: EchoHearing | None = None  # the two together, chunk by chunk
         self._reference_sub = None
         self._listening = []
         self.thread: threading.Thread | None = None
@@ -263,6 +258,7 @@ class AsrNode(ManagedNode):
                 vad = self.guarded_vad = EchoGuardedVad(
                     vad, self.p["asr.echo.onset_window_s"], self.p["asr.echo.onset_share"], self.p["asr.echo.voice_over_noise_db"]
                 )
+                self.hearing = EchoHearing(self.echo, self.guarded_vad)
             self.asr = asr = StreamingAsr(recognizer, redecode_final=not self.p["asr.final_from_partial"], vad=vad)
             asr.endpointer = self._endpointer(asr)
         except (AsrError, EndpointError, ValueError) as err:
@@ -426,12 +422,7 @@ class AsrNode(ManagedNode):
             heard_s += len(pcm) / (2 * SAMPLE_RATE)
             t0 = time.time() - heard_s
             if self.echo is not None:
-                captured = self.echo.clock.captured(time.time(), len(pcm) // 2)
-                pcm, for_voice = self.echo.process(pcm, captured)
-                self.guarded_vad.hear(for_voice)
-                self.guarded_vad.echo_present = self.echo.reference.sounding(captured, ECHO_TAIL_S)
-                asr.pre_roll_s = PRE_ROLL_OVER_ECHO_S if self.guarded_vad.echo_present else PRE_ROLL_S
-                self.guarded_vad.canceller_learning = self.echo.learning
+                pcm = self.hearing.chunk(asr, pcm, self.echo.clock.captured(time.time(), len(pcm) // 2))
             # after an early final the user may go on: hear it (tts_node stops on the partial)
             mute = self.p["asr.mute_while_robot_speaks"] and not self._hears_reference()
             muted = self.robot_speaking and mute and not asr.listening_for_more()
@@ -440,6 +431,8 @@ class AsrNode(ManagedNode):
             if muted and self.guarded_vad is not None:
                 self.guarded_vad.forget()  # the recognizer skipped this audio and dropped what it held
             for what, t in asr.voice_changes():  # before the words: the voice may pause the robot at once
+                if what in ("start", "resumed") and self.echo is not None:
+                    t = self.hearing.voice_began(asr, t)  # counted late over the echo
                 self.voice_pub.publish(voice_event(stamp(t0 + t), what))
                 self._decide(self.turns.voice(what, t0 + t).voice, cause=f"voice {what}")
             for event in events:
