@@ -28,7 +28,8 @@ the echo AEC3 takes some of the user's frames out, and holding the rest as silen
 a question at its second word ("How do you plan?", then "to make their food?" as
 another utterance, neither a turn) in scripts/echo_turns.py's rooms.  And because a voice
 over the echo is counted late (0.1-0.8 s after it began there), `voice_run_s` says how long
-ago the detector first heard it, counted or not: asr_node reads the recognizer's audio back
+ago the detector first heard it, counted or not (the faint frames, residue by the level
+rule, aside): asr_node reads the recognizer's audio back
 that far and stamps the voice's start there, so `turn.min_speech_s` measures the user's voice,
 not the rule's delay.
 
@@ -113,8 +114,9 @@ class EchoGuardedVad:
 
     @property
     def voice_run_s(self) -> float:
-        """How long the detector has heard a voice, counted or not (0 when none now): over
-        the echo a voice is counted late, and the recognizer should read back this far."""
+        """How long the detector has heard a voice loud enough to be one, counted or not (0
+        when none now): over the echo a voice is counted late, and the recognizer should
+        read back this far."""
         first, last = self._run
         if (self._frames - 1 - last) * self._frame_s > RUN_GAP_S:
             return 0.0
@@ -131,14 +133,14 @@ class EchoGuardedVad:
             self.suppressed_frames += 1
             return False
         voiced = self.vad.is_speech(frame)
-        if voiced:
-            now = self._frames - 1
-            self._run = (self._run[0] if (now - self._run[1]) * self._frame_s <= RUN_GAP_S else now, now)
         if not self.echo_present:
             self._noise = power if self._noise is None else min(power, self._noise * self._noise_rise)
         elif voiced and self._noise is not None and power < self._noise * self._over_noise:
             voiced = False
             self.faint_frames += 1
+        if voiced:  # a run is the voice's frames, the faint residue's aside
+            now = self._frames - 1
+            self._run = (self._run[0] if (now - self._run[1]) * self._frame_s <= RUN_GAP_S else now, now)
         self._recent.append(voiced)
         if not voiced or not self.echo_present:
             return voiced
