@@ -216,10 +216,10 @@ class TurnOwner:
         waits `resume_s` from where the voice fell silent."""
         with self._lock:
             self.span.voice(what, t)
-            if what in ("start", "resumed"):
-                self._continues = what == "resumed"
-                self._over_robot = False if self._continues else None
-                self._passing, self._opened_at = self._continues, self.clock()
+            if what == "resumed":  # the words to come are the turn the early final began
+                self._continues, self._over_robot, self._passing, self._opened_at = True, False, True, self.clock()
+            elif what == "start" and self._continues:  # that continuation made no word: judge this one afresh
+                self._continues, self._over_robot, self._passing = False, None, False
             if what != "end":
                 return Ruling(self._pause() if self.pausing else Voice.KEEP)
             if self.paused:

@@ -259,6 +259,16 @@ def test_a_resumed_voice_that_makes_no_word_lets_the_reply_go_on():
     assert owner.partial("okay") == Ruling(Voice.RESUME, hand_on=False)  # judged as speech over the robot again
 
 
+def test_a_final_that_comes_after_the_next_utterance_began_is_judged_as_its_own():
+    """Whisper's final may be published after the next utterance's voice began: an
+    acknowledgement over the robot stays no turn."""
+    owner = talking_owner()
+    owner.voice("start", 0.0)
+    assert not owner.partial("mm").hand_on
+    owner.voice("start", 1.2)  # the next utterance opens before that one's final is ready
+    assert not owner.final("mm hmm").hand_on
+
+
 def test_what_was_heard_of_a_reply_cut_off():
     heard = heard_text([("Paris is the capital of France.", 1.0), ("It lies on the Seine, a long river.", 0.5)])
     assert heard == "Paris is the capital of France. It lies on the" + CUT_OFF_MARK
