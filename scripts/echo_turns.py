@@ -13,8 +13,8 @@ handed on), and with --silent, the replies with nothing said over them that paus
 stopped themselves.  Tune on a bag of another seed than the one eval-interruptions
 reports on.
 
-    .venv/bin/predgen-ros make-interruption-bag --seed 7 --out /tmp/tune-bag
-    .venv/bin/python scripts/echo_turns.py --bag /tmp/tune-bag --room-seed 7 --out turns.json
+    .venv/bin/predgen-ros make-interruption-bag --seed 7 --out tune-bag
+    .venv/bin/python scripts/echo_turns.py --bag tune-bag --room-seed 7 --out turns.json
 """
 
 from __future__ import annotations
