@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -12,7 +13,7 @@ import yaml
 from diagnostic_msgs.msg import DiagnosticArray
 from std_msgs.msg import Bool, Header, String
 
-from predgen_ros.audio.pcm import to_pcm16k
+from predgen_ros.audio.pcm import read_wav, to_pcm16k
 from predgen_ros.audio.tts import PiperSynthesizer
 from predgen_ros.engine.params import node_section
 from predgen_ros.nodes.bringup import default_params_file
@@ -120,6 +121,12 @@ def test_missing_vosk_model(tmp_path):
 def test_unknown_whisper_model():
     result = run_node("asr_node", "-p", "asr.whisper.model:=small", "-p", "asr.input:=x.wav")
     assert_startup_error(result, "asr.whisper.model", "'small'")
+
+
+def test_a_record_folder_that_cannot_be_made_stops_the_node(tmp_path):
+    (tmp_path / "file").write_text("")
+    result = run_node("asr_node", "-p", f"asr.record_dir:={tmp_path / 'file' / 'heard'}", "-p", "asr.input:=x.wav")
+    assert_startup_error(result, "asr.record_dir", "cannot make")
 
 
 def test_missing_wav_input(tmp_path):
@@ -231,13 +238,15 @@ def test_asr_node_streams_pocketsphinx_partials_and_finals(user_speech_wav):
     assert all(text == partials[seen - 1] for text, seen in finals), (finals, partials)
 
 
-def test_asr_node_hears_the_requests_word_for_word_with_whisper(user_speech_wav):
+def test_asr_node_hears_the_requests_word_for_word_with_whisper(user_speech_wav, tmp_path):
     """The whisper backend in asr_node: partials grow towards the utterance, and each
-    final is the request as spoken (its words; Whisper adds capitals and punctuation)."""
+    final is the request as spoken (its words; Whisper adds capitals and punctuation),
+    saved with its audio to asr.record_dir."""
     from predgen_ros.eval.asr_quality import reference_words, word_errors
 
     partials, finals = [], []
-    with AsrNodeOnWav(user_speech_wav, "test_whisper", "-p", "asr.backend:=whisper") as asr:
+    heard = tmp_path / "heard"
+    with AsrNodeOnWav(user_speech_wav, "test_whisper", "-p", "asr.backend:=whisper", "-p", f"asr.record_dir:={heard}") as asr:
         asr.node.create_subscription(String, "asr/partial", lambda m: partials.append(m.data), TEXT_QOS)
         asr.node.create_subscription(String, "asr/final", lambda m: finals.append(m.data), TEXT_QOS)
         asr.node.create_subscription(Header, "asr/speech_end", lambda m: None, TEXT_QOS)  # asr_node waits for all three
@@ -248,6 +257,9 @@ def test_asr_node_hears_the_requests_word_for_word_with_whisper(user_speech_wav)
         assert word_errors(reference_words(text), reference_words(final)) <= 1, (final, text)
     first = partials[: partials.index(finals[0]) + 1]
     assert len(first) >= 2 and len(first[0].split()) < len(first[-1].split())
+    saved = [json.loads(line) for line in (heard / "heard.jsonl").read_text().splitlines()]
+    assert [line["final"] for line in saved] == finals
+    assert all(len(read_wav(heard / line["file"])) == round(32000 * line["seconds"]) for line in saved)
 
 
 def test_asr_node_is_deaf_while_the_robot_speaks(user_speech_wav):

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import numpy as np
 import pytest
 
 from predgen_ros.audio.asr import StreamingAsr
-from predgen_ros.audio.pcm import AsrError, chunks, to_pcm16k
+from predgen_ros.audio.heard_audio import HeardAudio
+from predgen_ros.audio.pcm import AsrError, chunks, read_wav, to_pcm16k
 from predgen_ros.audio.recognizers import make_recognizer
 from predgen_ros.audio.tts import PiperSynthesizer
 from predgen_ros.audio.whisper import WhisperSettings, WhisperTranscriber, without_doubling, without_loops
@@ -192,3 +194,26 @@ def test_a_failed_transcription_loses_no_final(synth, transcriber):
     events = stream(StreamingAsr(recognizer, endpoint_silence=0.5), SILENCE_1S + spoken(synth, text) + SILENCE_1S)
     assert recognizer.failures == 1
     assert [reference_words(e.text) for e in events if e.kind == "final"] == [reference_words(text)]
+
+
+def test_each_utterance_is_saved_as_the_recognizer_read_it(tmp_path, synth, transcriber):
+    """asr.record_dir: a cough (no word) and a question, each a WAV with its final."""
+    cough = burst("cough", np.random.default_rng(0)).tobytes()
+    text = "How many legs does a spider have?"
+    heard = HeardAudio(tmp_path / "heard")
+    asr = StreamingAsr(WhisperStreamingRecognizer(transcriber), endpoint_silence=0.5, on_utterance=heard.utterance)
+    events = stream(asr, SILENCE_1S + cough + SILENCE_1S + spoken(synth, text) + SILENCE_1S)
+    lines = [json.loads(line) for line in (tmp_path / "heard" / "heard.jsonl").read_text().splitlines()]
+    assert [line["final"] for line in lines] == ["", events[-1].text]
+    assert reference_words(events[-1].text) == reference_words(text)
+    for line in lines:
+        assert len(read_wav(tmp_path / "heard" / line["file"])) / 32000 == pytest.approx(line["seconds"])
+    question = read_wav(tmp_path / "heard" / lines[1]["file"])
+    assert reference_words(transcriber.transcribe(question).text) == reference_words(text)  # what it read is what it heard
+    assert lines[1]["speech_end"] == pytest.approx(events[-1].t_speech_end, abs=1e-3)
+
+
+def test_a_record_folder_that_cannot_be_made_is_named(tmp_path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(AsrError, match=r"^asr.record_dir: cannot make .*file/heard: "):
+        HeardAudio(tmp_path / "file" / "heard")

@@ -12,6 +12,7 @@ ready, and a final comes once transcribed.  Audio is 16 kHz mono int16 throughou
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -89,11 +90,16 @@ class StreamingAsr:
         redecode_final: bool = True,
         endpointer: Endpointer | None = None,
         vad=None,
+        on_utterance: Callable[[bytes, str, float], None] | None = None,
     ):
         """`redecode_final` False: the final is the last hypothesis, published at the
         endpoint; the recognizer's closing pass runs when the next utterance starts.
-        `endpointer` None: a fixed `endpoint_silence`; `vad` None: WebRTC's at `vad_mode`."""
+        `endpointer` None: a fixed `endpoint_silence`; `vad` None: WebRTC's at `vad_mode`.
+        `on_utterance(audio, final, speech end)`: each utterance's audio as the recognizer
+        read it (its pre-roll too), once its final is known ("" when it made no word)."""
         self.recognizer = recognizer
+        self.on_utterance = on_utterance
+        self._utterance_pcm = bytearray()  # with on_utterance: the open utterance's audio
         self.redecode_final = redecode_final
         self._closing = False
         self.endpointer = endpointer or Endpointer(EndpointConfig(silence_s=endpoint_silence))
@@ -116,7 +122,8 @@ class StreamingAsr:
         self._opened = 0  # utterances opened so far
         self._voice_told = (0, False)  # (utterance, voicing) as voice_changes last told it
         self._background = isinstance(recognizer, BackgroundRecognizer)
-        self._pending: deque[tuple[str, float, bool]] = deque()  # closed, not yet transcribed: (prefix, speech end, by a pause)
+        # closed, not yet transcribed: (prefix, speech end, by a pause, audio for on_utterance)
+        self._pending: deque[tuple[str, float, bool, bytes]] = deque()
         self._paused = False  # a background recognizer was told that the voice paused
 
     @property
@@ -166,6 +173,7 @@ class StreamingAsr:
                 self.recognizer.start()
                 keep = int(min(self.pre_roll_s, MAX_PRE_ROLL_S) * SAMPLE_RATE) * 2
                 self._unheard = self._pre_roll[max(0, len(self._pre_roll) - keep) :]
+                self._utterance_pcm = bytearray(self._unheard if self.on_utterance else b"")
             elif self._paused:
                 self.recognizer.voice_resumed()
             self._paused = False
@@ -174,6 +182,8 @@ class StreamingAsr:
             return events
         self._keep_audio(pcm)
         self._unheard += pcm
+        if self.on_utterance:
+            self._utterance_pcm += pcm
         # a background recognizer takes every chunk (it only queues it) and may have new words
         step = 0 if self._background else int(RECOGNIZER_STEP_S * SAMPLE_RATE) * 2
         if len(self._unheard) >= step:
@@ -265,13 +275,14 @@ class StreamingAsr:
             if self._unheard:
                 self._hand_over()
             self.recognizer.close(self._t - self._last_voiced)
-            self._pending.append((self._prefix, self._last_voiced, by_pause))
+            self._pending.append((self._prefix, self._last_voiced, by_pause, bytes(self._utterance_pcm)))
             return self._ready_finals()
         self._closing = True
         if self.redecode_final and self._unheard:
             self._hand_over()
         text = self._with_prefix(self._close_recognizer()) if self.redecode_final else ""
         text = text or self._hypothesis
+        self._heard(bytes(self._utterance_pcm), text, self._last_voiced)
         if not text:
             return []  # noise that never became words
         if by_pause:
@@ -286,14 +297,19 @@ class StreamingAsr:
             text = self.recognizer.final(timeout)
             if text is None:
                 break
-            prefix, t_speech_end, by_pause = self._pending.popleft()
+            prefix, t_speech_end, by_pause, pcm = self._pending.popleft()
             text = " ".join(f"{prefix} {text}".split()) if text.strip() else ""
+            self._heard(pcm, text, t_speech_end)
             if not text:
                 continue  # noise that never became words
             if by_pause:
                 self._early = (text, t_speech_end)
             events.append(AsrEvent(Heard.FINAL, text, self._t, t_speech_end))
         return events
+
+    def _heard(self, pcm: bytes, text: str, t_speech_end: float) -> None:
+        if self.on_utterance:
+            self.on_utterance(pcm, text, t_speech_end)
 
     def _close_recognizer(self) -> str:
         """The recognizer's final hypothesis of the utterance it still has open, if any."""

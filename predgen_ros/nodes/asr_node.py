@@ -28,6 +28,7 @@ import queue
 import threading
 import time
 from enum import Enum
+from pathlib import Path
 
 import numpy as np
 from diagnostic_msgs.msg import KeyValue
@@ -38,6 +39,7 @@ from ..audio.double_talk import ONSET_SHARE, ONSET_WINDOW_S, VOICE_OVER_NOISE_DB
 from ..audio.echo import ECHO_CANCELLERS, EchoCanceller
 from ..audio.echo_hearing import EchoHearing
 from ..audio.endpoint import POLICIES, EndpointConfig, Endpointer, EndpointError
+from ..audio.heard_audio import HeardAudio
 from ..audio.pcm import AUDIO_CHUNK_MS, SAMPLE_RATE, AsrError, chunks, microphone_chunks, read_wav, to_pcm16k
 from ..audio.recognizers import DEFAULT_RECOGNIZER, RECOGNIZERS, make_recognizer
 from ..audio.text_asr import CHARS_PER_MINUTE, QuestionError, load_questions, text_partials
@@ -132,6 +134,11 @@ ASR_PARAMS = {
         VOICE_OVER_NOISE_DB,
         "and only frames this far above the room's noise (learned while the robot is silent) count as voice (dB)",
     ),
+    "asr.record_dir": (
+        "",
+        "save each utterance as the recognizer read it (after the echo canceller) to NNNN.wav here, with its final "
+        "in heard.jsonl, to listen to what the robot heard (audio/heard_audio.py); empty = off",
+    ),
     **TURN_PARAMS,
 }
 
@@ -183,6 +190,8 @@ class AsrNode(ManagedNode):
         self.echo: EchoCanceller | None = None
         self.guarded_vad: EchoGuardedVad | None = None  # with the echo canceller
         self.hearing: EchoHearing | None = None  # the two together, chunk by chunk
+        self.heard_audio: HeardAudio | None = None  # asr.record_dir
+        self._stream_t0 = 0.0  # wall time at the stream's time 0 (a paused source moves it)
         self._reference_sub = None
         self._listening = []
         self.thread: threading.Thread | None = None
@@ -259,7 +268,14 @@ class AsrNode(ManagedNode):
                     vad, self.p["asr.echo.onset_window_s"], self.p["asr.echo.onset_share"], self.p["asr.echo.voice_over_noise_db"]
                 )
                 self.hearing = EchoHearing(self.echo, self.guarded_vad)
-            self.asr = asr = StreamingAsr(recognizer, redecode_final=not self.p["asr.final_from_partial"], vad=vad)
+            if self.p["asr.record_dir"]:
+                self.heard_audio = HeardAudio(Path(self.p["asr.record_dir"]).expanduser())
+            self.asr = asr = StreamingAsr(
+                recognizer,
+                redecode_final=not self.p["asr.final_from_partial"],
+                vad=vad,
+                on_utterance=self._heard if self.heard_audio else None,
+            )
             asr.endpointer = self._endpointer(asr)
         except (AsrError, EndpointError, ValueError) as err:
             raise StartupError(str(err)) from None
@@ -276,6 +292,9 @@ class AsrNode(ManagedNode):
         except AsrError as err:
             raise StartupError(f"asr.input: {err}") from None
         return lambda: self._listen(asr, chunks(pcm, chunk_s), chunk_s, paced=False)
+
+    def _heard(self, pcm: bytes, final: str, t_speech_end: float) -> None:
+        self.heard_audio.utterance(pcm, final, self._stream_t0 + t_speech_end)
 
     def _whisper_settings(self) -> WhisperSettings:
         return WhisperSettings(
@@ -420,7 +439,7 @@ class AsrNode(ManagedNode):
             if not paced:  # a file: play it at real time, like a microphone
                 self._sleep_until(start + (i + 1) * chunk_s)
             heard_s += len(pcm) / (2 * SAMPLE_RATE)
-            t0 = time.time() - heard_s
+            t0 = self._stream_t0 = time.time() - heard_s
             if self.echo is not None:
                 pcm = self.hearing.chunk(asr, pcm, self.echo.clock.captured(time.time(), len(pcm) // 2))
             # after an early final the user may go on: hear it (tts_node stops on the partial)
@@ -527,6 +546,7 @@ class AsrNode(ManagedNode):
                 "robot_speaking": self.robot_speaking,
                 **self._recognizer_load(),
                 **self._echo_figures(),
+                **self._recording(),
             },
         )
 
@@ -542,6 +562,11 @@ class AsrNode(ManagedNode):
             "echo_leak_frames_silenced": self.echo.leaks.silenced_frames,
             "echo_microphone_clock_jumps": self.echo.clock.jumps,
         }
+
+    def _recording(self) -> dict:
+        if self.heard_audio is None:
+            return {}
+        return {"utterances_saved": self.heard_audio.count, "utterances_not_saved": self.heard_audio.failed}
 
     def _recognizer_load(self) -> dict:
         """A background recognizer's lag (audio in -> its words out) and call cost, p50/p90 (s)."""
