@@ -49,6 +49,12 @@ def register(sub) -> None:
     ev.add_argument(
         "--silent-trials", type=int, default=0, help="also N replies with nothing said over them, between the bag's trials"
     )
+    ev.add_argument(
+        "--keep-heard",
+        action="store_true",
+        help="save what asr_node heard, each utterance a WAV, under OUT/heard-<run> (asr.record_dir), "
+        "and name each trial's in trials.json",
+    )
     add_asr_backend_option(ev)
     add_set_option(ev, "any node parameter (repeatable)")
     ev.set_defaults(run=cmd_eval)
@@ -112,6 +118,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 label = policy if hearing is None else f"{policy}-{hearing}"
                 bar.set_postfix_str(label)
                 extra = {"asr.backend": args.asr_backend, **HEARING.get(hearing, {}), **dict(args.set)}
+                if args.keep_heard:
+                    extra["asr.record_dir"] = str((args.out / f"heard-{label}").resolve())
                 results += run_policy(policy, trials, params_file, args.out, extra, bar.update, args.robot_in_mic, label)
                 summary = summarize(results)
                 write_results(args.out, results, summary)  # after each run: a later run's failure keeps this one's

@@ -27,11 +27,12 @@ import json
 import threading
 import time
 from collections import deque
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from ..audio.heard_audio import INDEX as HEARD_INDEX
 from ..audio.pcm import AUDIO_CHUNK_MS, SAMPLE_RATE
 from ..audio.recognizers import DEFAULT_RECOGNIZER
 from ..nodes.bringup import Graph
@@ -94,6 +95,7 @@ class TrialResult:
     history: str = ""  # the answer's previous_reply
     ran_on: bool = False  # the robot did not fall silent after the trial: the evaluation stopped it
     never_silent: bool = False  # ... and it went on talking through EVAL_STOPS stops: its hearing ends here
+    heard: list[str] = field(default_factory=list)  # with asr.record_dir: "NNNN.wav: final" of the trial's utterances
 
     @property
     def false_stop(self) -> bool:
@@ -328,6 +330,7 @@ def run_policy(
     label = label or policy
     overrides = {**GRAPH_OVERRIDES, **(ROBOT_IN_MIC if room_seed is not None else USER_ALONE), **extra, **POLICIES[policy]}
     room = RoomMicrophone(probe_speech()) if room_seed is not None else None
+    heard_dir = Path(overrides["asr.record_dir"]) if overrides.get("asr.record_dir") else None
     results, notes = [], []
     with open(out / f"{label}.log", "w") as log, Graph(params_file, overrides, nodes=NODES, log=log) as graph:
         rec = Recorder(room)
@@ -344,7 +347,9 @@ def run_policy(
             for i, (trial, question, event) in enumerate(trials):
                 if room is not None and i % ROOM_BLOCK == 0:  # between trials, so never mid-reply
                     room.enter_room(room_seed * 1000 + i // ROOM_BLOCK)
+                saved = _heard_lines(heard_dir)
                 result = run_trial(rec, feed, label, trial, question, event)
+                result.heard = [f"{line['file']}: {line['final']}" for line in _heard_lines(heard_dir)[len(saved) :]]
                 results.append(result)
                 if progress:
                     progress()
@@ -368,6 +373,14 @@ def run_policy(
     with open(out / f"{label}.log", "a") as log:
         log.writelines(f"{note}\n" for note in notes)
     return results
+
+
+def _heard_lines(folder: Path | None) -> list[dict]:
+    """The utterances asr_node has saved to `folder` so far (asr.record_dir; none without it)."""
+    index = folder / HEARD_INDEX if folder else None
+    if index is None or not index.is_file():
+        return []
+    return [json.loads(line) for line in index.read_text().splitlines() if line.strip()]
 
 
 def summarize(results: list[TrialResult]) -> dict:
