@@ -107,6 +107,7 @@ def test_a_reply_plays_every_sentence_in_order_then_ends(play):
     assert sink.text(0) == "Hello there.How are you?"
     assert log.seen == [("speaking", True), ("first_audio", "Hello there.", False), ("speaking", False)]
     assert player.state is PlayerState.IDLE and player.sentences == 2
+    assert player.synthesized_s == pytest.approx(len(sink.replies[0]) / RATE)  # what it made is what it said
 
 
 def test_a_foreseen_opening_is_ready_and_reported_cached(play):
@@ -151,6 +152,8 @@ def test_stop_cuts_the_reply_says_what_was_heard_and_drops_its_rest(play):
     log.wait_for(("speaking", False))
     heard = next(e[1] for e in log.seen if e[0] == "played")
     assert heard.endswith("—") and "ten" not in heard
+    # the work it cost: the stopped sentence (its rest was made ahead), never the sentence dropped
+    assert player.synthesized_s == pytest.approx(10 * len("One two three four five six seven eight nine ten.") / RATE)
     assert player.state is PlayerState.DISCARDING
     player.say("")  # the stopped reply's end
     player.say("A new reply.")

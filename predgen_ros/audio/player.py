@@ -78,6 +78,7 @@ class ReplyPlayer:
         self.state = PlayerState.IDLE
         self.replies = self.sentences = self.barge_ins = self.pauses = self.resumes = 0
         self.stale_dropped = 0
+        self.synthesized_s = 0.0  # speech synthesized for the pieces it began to say (the work a withdrawn reply cost)
         self.underruns = 0  # chunks of a synthesized piece handed over after the one before had played out
         self._queue: deque[str] = deque()
         self._foreseen: str | None = None
@@ -198,10 +199,13 @@ class ReplyPlayer:
         cached = self.synth.cached(pieces[0])
         opening = self.synth.synthesize(pieces[0])
         rest = self._ahead.submit(self.synth.synthesize, pieces[1]) if len(pieces) > 1 else None
+        self.synthesized_s += opening.seconds
         if not self._play(opening, pieces[0], sentence, cached):
             return
-        if rest is not None and not self._play(rest.result(), pieces[1], sentence):
-            return
+        if rest is not None:
+            self.synthesized_s += rest.result().seconds
+            if not self._play(rest.result(), pieces[1], sentence):
+                return
         self.sentences += 1
 
     def _play(self, speech: Speech, piece: str, sentence: str, cached: bool = False) -> bool:

@@ -230,13 +230,18 @@ def format_endpoint_table(policies: dict) -> str:
     from .report import fmt
 
     lines = [
-        "| endpoint policy | audio latency p50 | p90 | false endpoints | baseline p50 | speedup | cut off | without a final | recognizer lag p90, worst |",
-        "|---|---:|---:|---:|---:|---:|---|---|---:|",
+        "| endpoint policy | audio latency p50 | p90 | false endpoints | talk-over | its overlap p90 | words lost "
+        "| LLM passes per question | speech synthesized per question | baseline p50 | speedup | cut off | without a final "
+        "| recognizer lag p90, worst |",
+        "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|---|---:|",
     ]
     for name, s in policies.items():
         lines.append(
             f"| {name} | {fmt(s['audio_latency_p50_s'], '.3f')} s | {fmt(s['audio_latency_p90_s'], '.3f')} s | "
-            f"{fmt(s['false_endpoint_rate'], '.1%')} | {fmt(s['baseline_audio_latency_p50_s'], '.3f')} s | "
+            f"{fmt(s['false_endpoint_rate'], '.1%')} | {fmt(s.get('talk_over_rate'), '.1%')} | "
+            f"{fmt(s.get('talk_over_p90_s'), '.3f')} s | {', '.join(s.get('words_lost', [])) or '–'} | "
+            f"{fmt(s.get('llm_passes_per_question'), '.1f')} | {fmt(s.get('synthesized_s_per_question'), '.1f')} s | "
+            f"{fmt(s['baseline_audio_latency_p50_s'], '.3f')} s | "
             f"{fmt(s['speedup_vs_baseline_p50'], '.2f')}x | {', '.join(s['cut_off']) or '–'} | "
             f"{', '.join(s.get('without_final', [])) or '–'} | {fmt(s.get('recognizer_lag_p90_s_max'), '.3f')} s |"
         )

@@ -25,10 +25,12 @@ from .bags import GRAPH_TOPICS, USER_TOPICS, BagError, BagMessage, QuestionMarke
 from .endpoints import endpoint_config
 from .records import TurnRecord, percentile
 from .replay import EvalSettings, GraphRun, Player
+from .talk_over import diagnostics_value, speaking_spans, talk_over_s, words_lost
 
 # A final whose speech ended this close to the question's end closes the question
 # (the VAD's frames and the voice's fade-out); an inserted hesitation lies much earlier.
 CLOSING_TOLERANCE_S = 0.25
+DIAGNOSTICS_WAIT_S = 1.5  # the nodes publish /diagnostics at 1 Hz
 LIVE_NODES = ("asr_node", "predgen_node", "tts_node")
 
 
@@ -93,7 +95,7 @@ class LivePlayer(Player):
         **GRAPH_TOPICS,
         "asr/final": USER_TOPICS["asr/final"],
         "asr/speech_end": USER_TOPICS["asr/speech_end"],
-        "/diagnostics": "diagnostic_msgs/msg/DiagnosticArray",  # asr_node's recognizer lag
+        "/diagnostics": "diagnostic_msgs/msg/DiagnosticArray",  # the recognizer's lag, the LLM's and the TTS's work
     }
 
     def _speech_ends(self) -> list[int]:
@@ -106,28 +108,34 @@ class LivePlayer(Player):
         closing = lambda: [t for t in self._speech_ends() if t >= closing_ns]  # noqa: E731
         return closing()[0] if self.wait_for(lambda: bool(closing()), timeout) else None
 
+    def play(self, *args, **kwargs) -> list[tuple[int, str]]:
+        outcomes = super().play(*args, **kwargs)
+        self.spin_for(DIAGNOSTICS_WAIT_S)  # the nodes' counters after the last reply
+        return outcomes
+
     def records(self, name: str, markers: list[QuestionMarker], outcomes: list[tuple[int, str]]) -> list[TurnRecord]:
         records = super().records(name, markers, outcomes)
         ends = self._speech_ends()
         finals = [msg.data for topic, _, msg in self.recorded if topic == "asr/final"]  # one speech end before each
+        spans = speaking_spans(self.recorded)
         starts = [m.t_start_ns + shift for m, (shift, _) in zip(markers, outcomes)] + [float("inf")]
         for i, (record, marker, (shift_ns, _)) in enumerate(zip(records, markers, outcomes)):
             start, closing = marker.t_start_ns + shift_ns, marker.t_end_ns + shift_ns - int(CLOSING_TOLERANCE_S * 1e9)
             record.early_finals = sum(start <= t < closing for t in ends)
-            record.heard = " ".join(text for t, text in zip(ends, finals) if starts[i] <= t < starts[i + 1])
-            record.recognizer_lag_p90_s = self._recognizer_lag_p90(before_ns=starts[i + 1])
+            heard = [(t, text) for t, text in zip(ends, finals) if starts[i] <= t < starts[i + 1]]
+            record.heard = " ".join(text for _, text in heard)
+            record.words_lost = words_lost([text for _, text in heard], closed=any(t >= closing for t, _ in heard))
+            record.talk_over_s = talk_over_s(spans, start, marker.t_end_ns + shift_ns)
+            record.recognizer_lag_p90_s = diagnostics_value(self.recorded, "asr_node", "recognizer_lag_p90_s", starts[i + 1])
+            # the work: counters as reported at 1 Hz, so a question's share may lean on its neighbour's; their sum is exact
+            record.llm_passes = self._counted("predgen_node", "forward_passes", starts[i], starts[i + 1])
+            record.synthesized_s = self._counted("tts_node", "synthesized_s", starts[i], starts[i + 1])
         return records
 
-    def _recognizer_lag_p90(self, before_ns: float) -> float | None:
-        """asr_node's last reported recognizer lag p90 received before `before_ns` (None:
-        a recognizer in the audio loop reports none)."""
-        lag = None
-        for topic, received_ns, msg in self.recorded:
-            if topic == "/diagnostics" and received_ns < before_ns:
-                for status in msg.status:
-                    if status.name.endswith("asr_node"):
-                        lag = next((float(v.value) for v in status.values if v.key == "recognizer_lag_p90_s"), lag)
-        return lag
+    def _counted(self, node: str, counter: str, from_ns: float, to_ns: float) -> float | None:
+        """How far `node`'s `counter` went from `from_ns` to `to_ns`, from its /diagnostics."""
+        after = diagnostics_value(self.recorded, node, counter, to_ns)
+        return None if after is None else after - (diagnostics_value(self.recorded, node, counter, from_ns) or 0.0)
 
 
 def endpoint_summary(records: list[TurnRecord], summary: dict, runs: list[GraphRun]) -> dict:
@@ -142,6 +150,7 @@ def endpoint_summary(records: list[TurnRecord], summary: dict, runs: list[GraphR
         cut = [r.qid for r in rows if r.early_finals]
         latencies = [r.audio_latency_s for r in rows if r.answered]
         lags = [r.recognizer_lag_p90_s for r in rows if r.recognizer_lag_p90_s is not None]
+        overlaps = [r.talk_over_s for r in rows if r.talk_over_s]
         result[run.name if several else run.name.split("@", 1)[1]] = {
             "run": run.name,
             "questions": len(rows),
@@ -152,7 +161,17 @@ def endpoint_summary(records: list[TurnRecord], summary: dict, runs: list[GraphR
             "cut_off": cut,
             "without_final": [r.qid for r in rows if not r.heard],  # a final lost, or merged into the next question's
             "recognizer_lag_p90_s_max": max(lags) if lags else None,  # the worst p90 asr_node reported during the run
+            "talk_over_rate": len(overlaps) / len(rows) if rows else None,
+            "talk_over_p90_s": percentile(overlaps, 0.9),
+            "words_lost": [r.qid for r in rows if r.words_lost],
+            "llm_passes_per_question": _mean([r.llm_passes for r in rows]),
+            "synthesized_s_per_question": _mean([r.synthesized_s for r in rows]),
             "baseline_audio_latency_p50_s": baseline,
             "speedup_vs_baseline_p50": summary[run.name]["speedup_vs_baseline_p50"],
         }
     return result
+
+
+def _mean(values: list[float | None]) -> float | None:
+    """None when a node never reported its counter (a run recorded before it had one)."""
+    return None if not values or any(v is None for v in values) else sum(values) / len(values)

@@ -45,6 +45,10 @@ class TurnRecord:
     early_finals: int | None = None  # eval --endpoint-policies: finals that cut the question off before its speech ended
     heard: str | None = None  # live ASR: the finals asr_node heard of the question, joined
     recognizer_lag_p90_s: float | None = None  # live ASR: asr_node's recognizer lag p90 as it reported it after the question
+    talk_over_s: float | None = None  # live ASR: the robot spoke this long before the user's speech ended (eval/talk_over.py)
+    words_lost: bool | None = None  # live ASR: answered from less than the whole question, never again whole
+    llm_passes: float | None = None  # live ASR: predgen_node's forward passes during the question and its replies
+    synthesized_s: float | None = None  # live ASR: seconds of speech tts_node synthesized for them
     heard_right: bool | None = None  # its first sentence is the model's answer to the question's true text (heard_right.py)
     heard_right_in_context: bool | None = None  # ... to the true text after this run's own history (conversations)
     reply: str = ""  # the whole reply (the first sentence where generation stops there)

@@ -236,6 +236,7 @@ class TtsNode(ManagedNode):
             "say_publishers": self.say_sub.get_publisher_count() if self.say_sub else 0,  # 0: no predgen_node found yet
             "predgen_reachable": self.predgen.reachable(),
             "stale_dropped": player.stale_dropped,
+            "synthesized_s": round(player.synthesized_s, 3),
             "dropping_stale": player.stale,
         }
         if self.sink_errors and self.error_reply == player.replies:

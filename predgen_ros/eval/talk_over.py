@@ -1,0 +1,62 @@
+"""What an early start costs the user, per question of a live replay (eval --endpoint-policies).
+
+An endpoint rule that ends the turn sooner answers sooner, and sometimes before the user
+is done.  Three measures say what that costs:
+
+- talk-over: the robot's voice began while the user still had words to say (before the
+  question's true end of speech); its overlap is how long the two spoke at once.
+- words lost: the question was answered from less than all of it and never again whole
+  (an early final whose words the question's last final does not begin with, or no final
+  after the speech ended at all).
+- the work: the replies begun and the LLM's forward passes (from the latency reports),
+  and the seconds of speech synthesized, per question.
+"""
+
+from __future__ import annotations
+
+from .asr_quality import reference_words
+
+
+def speaking_spans(recorded) -> list[tuple[int, float]]:
+    """(on, off) in ns of each stretch of robot_speaking as the replay received it; off is
+    inf while it still spoke at the end."""
+    spans, began = [], None
+    for topic, t_ns, msg in recorded:
+        if topic != "robot_speaking":
+            continue
+        if msg.data and began is None:
+            began = t_ns
+        elif not msg.data and began is not None:
+            spans.append((began, t_ns))
+            began = None
+    if began is not None:
+        spans.append((began, float("inf")))
+    return spans
+
+
+def talk_over_s(spans: list[tuple[int, float]], start_ns: int, end_ns: int) -> float:
+    """Seconds the robot spoke inside the user's speech [start_ns, end_ns)."""
+    overlap = sum(max(0.0, min(off, end_ns) - max(on, start_ns)) for on, off in spans)
+    return overlap / 1e9
+
+
+def words_lost(finals: list[str], closed: bool) -> bool:
+    """`finals`: what the ASR made of one question, in order; `closed`: one of them came
+    after its speech ended.  Words are lost when an early final's words are not where the
+    last final begins (the user went on and the rest became a turn of its own), or when
+    the question never got a final after its end."""
+    if not closed:
+        return True
+    last = reference_words(finals[-1])
+    return any(reference_words(early) != last[: len(reference_words(early))] for early in finals[:-1])
+
+
+def diagnostics_value(recorded, node: str, key: str, before_ns: float) -> float | None:
+    """The last value of `key` in `node`'s /diagnostics received before `before_ns`."""
+    value = None
+    for topic, received_ns, msg in recorded:
+        if topic == "/diagnostics" and received_ns < before_ns:
+            for status in msg.status:
+                if status.name.endswith(node):
+                    value = next((float(v.value) for v in status.values if v.key == key), value)
+    return value
