@@ -75,11 +75,13 @@ def test_words_after_an_early_final_reopen_the_turn_and_are_answered_as_one_ques
     session.voice("resumed")  # ... and the user went on (asr_node's word)
     session.partial(COMPLETE, 1.5)
     assert session.turn is not cut_turn and session.turn.t_final is None
-    assert session.history == []  # the cut question's reply is not the conversation
+    said = [(CUT, cut_turn.reply or cut_turn.first_sentence)]
+    assert session.history == said  # no stop came: the user heard the reply to the cut question
     session.final(COMPLETE, 2.0)
     session.end_of_turn(2.0)
     drain(session)
     baseline = make_session(tiny_lm, policy="baseline", max_new_tokens=max_new_tokens, sentence=RULES)
+    baseline.reset(said)
     baseline.final(COMPLETE, 0.0)
     baseline.end_of_turn(0.0)
     drain(baseline)
@@ -118,3 +120,35 @@ def test_the_offline_scorer_estimate_equals_a_fresh_pass(smollm):
         open_ids = smollm.open_turn_ids(text)
         fresh = smollm.end_of_user_probability(smollm.token_logits(open_ids, [smollm.end_of_user_id])[0])
         assert estimate(text) == pytest.approx(fresh, rel=1e-3, abs=1e-9), text
+
+
+@pytest.mark.parametrize("played_first", [False, True])
+def test_the_history_keeps_what_was_played_of_the_reply_to_a_cut_question(tiny_lm, make_session, played_first):
+    """The user went on after an early final while its reply played: the reply is stopped,
+    the whole question answered, and the history holds the earlier exchange untouched, the
+    cut question with only what the user heard of its reply (tts/played, which may come
+    before or after the continuation's words), then the whole question's."""
+    session = make_session(tiny_lm, max_new_tokens=10, sentence=RULES, history_turns=0)  # every turn kept
+    session.reset([("hello there", "Hi.")])
+    session.partial(CUT, 0.0)
+    session.final(CUT, 1.0)
+    session.end_of_turn(1.0)
+    drain(session)
+    session.voice("resumed")
+    heard = "The capital—"
+    if played_first:
+        session.reply_heard(heard)
+    session.partial(COMPLETE, 1.5)
+    if not played_first:
+        session.reply_heard(heard)
+    session.final(COMPLETE, 2.0)
+    session.end_of_turn(2.0)
+    drain(session)
+    assert session.history[:2] == [("hello there", "Hi."), (CUT, heard)]
+    assert session.history[2][0] == COMPLETE and len(session.history) == 3
+    baseline = make_session(tiny_lm, policy="baseline", max_new_tokens=10, sentence=RULES, history_turns=0)
+    baseline.reset(session.history[:2])
+    baseline.final(COMPLETE, 0.0)
+    baseline.end_of_turn(0.0)
+    drain(baseline)
+    assert session.turn.reply == baseline.turn.reply  # answered after what the user heard

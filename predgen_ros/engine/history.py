@@ -44,11 +44,6 @@ class History:
             self._sizes[-1] += len(reply_ids) - len(self.reply_ids[-1])
             self.turns[-1], self.reply_ids[-1] = (user_text, heard), reply_ids
 
-    def unsay_last(self) -> None:
-        """Take back the newest turn (its question was cut off and goes on)."""
-        for kept in (self.turns, self.reply_ids, self._sizes):
-            kept.pop()
-
     def clear(self) -> None:
         self._drop_oldest(len(self.turns))
 

@@ -22,8 +22,9 @@ A turn belongs to an utterance, not to a text: the same words said twice are
 two turns.  Which transcript events are news (late copies, re-delivered finals,
 the user going on after an early final, the end of speech and its final) is
 decided ahead of the session by engine/transcript_order.py; that the user went
-on is the ASR's word (asr/voice "resumed").  When the user goes on, the turn listens again: its reply is unsaid (dropped from the history), and
-its candidate is verified against the longer question like any rewrite.
+on is the ASR's word (asr/voice "resumed").  When the user goes on, the turn listens again and
+its candidate is verified against the longer question like any rewrite; the cut question and
+its reply stay in the history as the user heard them (tts/played cuts the reply, marked).
 
 The paper's terms and the methods that implement them: docs/design.md#the-papers-terms-in-the-code.
 
@@ -109,9 +110,11 @@ class Session:
 
     def _reopen_turn(self) -> None:
         """The turn listens again after an early final; the cache and its candidate
-        stay, to be verified against the longer question."""
-        if self.phase is Phase.DONE:
-            self._history.unsay_last()  # the reply to the cut-off question is not the conversation
+        stay, to be verified against the longer question.  A reply already begun was said
+        to the cut question: the history keeps that exchange, cut to what the user heard
+        once tts_node reports it (`reply_heard`, before or after this)."""
+        if self.phase is Phase.SPEAKING:
+            self._history.add(self.turn.user_text, self.turn.heard_reply or self._reply_text())
         t_first_partial, prompt, synced = self.turn.t_first_partial, self._prompt, self._synced_prompt
         self._start_turn()
         self.turn.t_first_partial = t_first_partial
