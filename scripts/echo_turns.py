@@ -15,6 +15,9 @@ reports on.
 
     .venv/bin/predgen-ros make-interruption-bag --seed 7 --out tune-bag
     .venv/bin/python scripts/echo_turns.py --bag tune-bag --room-seed 7 --out turns.json
+
+`--keep-heard DIR` saves each utterance as the recognizer read it, as asr_node's
+`asr.record_dir` does, to compare with a graph run's (`eval-interruptions --keep-heard`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 from echo_onsets import MIC_CHUNK_S, REPLIES, TTS_CHUNK_S, Voice
@@ -32,6 +36,7 @@ from predgen_ros.audio.double_talk import EchoGuardedVad
 from predgen_ros.audio.echo import EchoCanceller
 from predgen_ros.audio.echo_hearing import EchoHearing
 from predgen_ros.audio.endpoint import ENDPOINT_SILENCE_S
+from predgen_ros.audio.heard_audio import HeardAudio
 from predgen_ros.audio.pcm import SAMPLE_RATE
 from predgen_ros.audio.recognizers import make_recognizer
 from predgen_ros.eval.echo_mic import RoomMicrophone, probe_speech
@@ -91,16 +96,26 @@ def in_chunks(pcm: np.ndarray, seconds: float) -> list[np.ndarray]:
     return [pcm[i : i + step] for i in range(0, len(pcm), step)]
 
 
-def hear_trial(probe, room_seed: int, warm_up: np.ndarray, reply: np.ndarray, event: np.ndarray, after_s: float, recognizer):
+def hear_trial(
+    probe,
+    room_seed: int,
+    warm_up: np.ndarray,
+    reply: np.ndarray,
+    event: np.ndarray,
+    after_s: float,
+    recognizer,
+    on_utterance=None,
+):
     """The reply (after one that warms the canceller up) with `event` said `after_s` into
-    it; the owner's decisions (s from the event's clip) and the finals (text, handed on)."""
+    it; the owner's decisions (s from the event's clip) and the finals (text, handed on).
+    `on_utterance`: StreamingAsr's, to keep what the recognizer read (audio/heard_audio.py)."""
     room = RoomMicrophone(probe)
     room.enter_room(room_seed)
     room.start(0.0)
     canceller = EchoCanceller()
     guarded = EchoGuardedVad(make_vad("webrtc", 2))
     hearing = EchoHearing(canceller, guarded)
-    asr = StreamingAsr(recognizer, ENDPOINT_SILENCE_S, vad=guarded)
+    asr = StreamingAsr(recognizer, ENDPOINT_SILENCE_S, vad=guarded, on_utterance=on_utterance)
     owner = TurnOwner(TurnRules(), "pause", 1.0, clock=lambda: t)
     warm = [(BEFORE_S + i * TTS_CHUNK_S, c) for i, c in enumerate(in_chunks(warm_up, TTS_CHUNK_S))]
     speaker = Loudspeaker(in_chunks(reply, TTS_CHUNK_S), BEFORE_S + len(warm_up) / SAMPLE_RATE + WARM_UP_GAP_S)
@@ -159,7 +174,11 @@ def main() -> None:
     ap.add_argument("--room-seed", type=int, default=7, help="rooms SEED*1000 + 0..7, a new one each trial")
     ap.add_argument("--silent", type=int, default=0, help="also N replies with nothing said over them")
     ap.add_argument("--out", default=None, help="write the trials and the summary as JSON here")
+    ap.add_argument(
+        "--keep-heard", type=Path, default=None, help="save each utterance as the recognizer read it here (NNNN.wav, heard.jsonl)"
+    )
     args = ap.parse_args()
+    heard = HeardAudio(args.keep_heard) if args.keep_heard else None
     voice, probe = Voice(), probe_speech()
     replies = [voice.reply(text, np.random.default_rng(args.room_seed)) for text in REPLIES]
     trials = read_interruption_bag(args.bag)
@@ -170,11 +189,15 @@ def main() -> None:
     rows = []
     for i, (number, kind, event, after_s, clip) in enumerate(tqdm(plan, desc="echo_turns", unit="trial")):
         room_seed = args.room_seed * 1000 + i % 8
-        decisions, finals = hear_trial(probe, room_seed, replies[(i + 1) % 4], replies[i % 4], clip, after_s, recognizer)
+        saved = heard.count if heard else 0
+        decisions, finals = hear_trial(
+            probe, room_seed, replies[(i + 1) % 4], replies[i % 4], clip, after_s, recognizer, heard.utterance if heard else None
+        )
         kinds = [d[1] for d in decisions]
         rows.append(
             {"number": number, "kind": kind, "event": event, "room": room_seed, "stopped": "stop" in kinds,
-             "paused": "pause" in kinds, "decisions": decisions, "finals": finals}
+             "paused": "pause" in kinds, "decisions": decisions, "finals": finals,
+             "heard": [f"{n:04d}.wav" for n in range(saved, heard.count if heard else 0)]}
         )  # fmt: skip
     summary = summarize(rows)
     print(json.dumps(summary, indent=1))
