@@ -37,10 +37,11 @@ def test_a_chunk_older_than_what_the_microphone_has_read_is_late_and_dropped():
     line = ReferenceTimeline()
     line.played(1.0, tone(160, 1))
     line.read(1.0, 3200)  # the microphone is at 1.2 s
-    line.played(1.05, tone(160, 5))
+    line.played(1.05, tone(160, 500))
     assert line.late_chunks == 1
-    line.played(1.19, tone(320, 3))  # reaches past 1.2 s: kept
+    line.played(1.19, tone(320, 300))  # reaches past 1.2 s: kept
     assert line.late_chunks == 1
+    assert line.late_s == pytest.approx(0.01 + 0.01)  # the whole late chunk, the first 10 ms of the other
 
 
 def test_a_resent_chunk_overwrites_and_old_history_is_forgotten():

@@ -16,7 +16,9 @@ Speex's filter, which models the first `linear_echo.TAIL_S` after the reference.
 no reference arrived (the robot is silent, or a chunk was lost) the reference is
 silence: a lost chunk lets that chunk's echo through, nothing worse.  A chunk that
 arrives after the microphone's audio of its time was processed is too late to help
-and is dropped (`late_chunks` counts them).  Where AEC3 lets the robot's voice through, the
+and is dropped (`late_chunks` counts them); `late_s` adds up the robot's sound that came
+too late, whole chunks and the opening of chunks that came partly late (their echo
+reaches the microphone uncancelled).  Where AEC3 lets the robot's voice through, the
 voice detector's copy of the frame is silent (audio/echo_leak.py).
 """
 
@@ -51,6 +53,7 @@ class ReferenceTimeline:
         self.sound_until_s: float | None = None  # the end of the last chunk that was not silence
         self._next_s: float | None = None  # where the last chunk ended: the next one follows it
         self.late_chunks = 0
+        self.late_s = 0.0  # sound (not silence) that came after the microphone's audio of its time was read
 
     def played(self, t_s: float, pcm: bytes) -> None:
         """`pcm` (16 kHz int16) started to play at `t_s` on the node's clock."""
@@ -58,8 +61,11 @@ class ReferenceTimeline:
         if self._next_s is not None and abs(t_s - self._next_s) <= CONTIGUOUS_S:
             t_s = self._next_s  # the loudspeaker plays a reply's chunks back to back: stamps only jitter
         self._next_s = end_s = t_s + len(samples) / SAMPLE_RATE
-        if len(samples) and int(np.max(np.abs(samples.astype(np.int32)))) > SILENCE_PEAK:
+        sound = len(samples) and int(np.max(np.abs(samples.astype(np.int32)))) > SILENCE_PEAK
+        if sound:
             self.sound_until_s = max(end_s, self.sound_until_s or end_s)
+            if self.read_until_s is not None and t_s < self.read_until_s:
+                self.late_s += min(end_s, self.read_until_s) - t_s
         if self.read_until_s is not None and end_s <= self.read_until_s:
             self.late_chunks += 1
             return

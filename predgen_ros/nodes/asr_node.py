@@ -556,6 +556,7 @@ class AsrNode(ManagedNode):
         return {
             "echo_cancel": "webrtc" if self._hears_reference() else "webrtc (no tts/reference yet: muting as asked)",
             "echo_reference_late_chunks": self.echo.reference.late_chunks,
+            "echo_reference_late_s": round(self.echo.reference.late_s, 3),
             "echo_voice_frames_held": self.guarded_vad.held_frames if self.guarded_vad else 0,
             "echo_suppressed_frames": self.guarded_vad.suppressed_frames if self.guarded_vad else 0,
             "echo_faint_frames": self.guarded_vad.faint_frames if self.guarded_vad else 0,
