@@ -77,10 +77,11 @@ class RoomMicrophone:
             at = int(round((t_wall + OUTPUT_LATENCY_S - self._t0) * SAMPLE_RATE))
             if self._robot_next is not None:
                 at = max(at, self._robot_next)  # the chunks before it play first
-            if at < self._base:
-                self.late_chunks += 1
-                at = self._base
             self._robot_next = at + len(samples_16k)
+            overdue = self._base - at
+            if overdue > 0:  # its message reached the evaluation after the microphone passed its time
+                self.late_chunks += 1
+                echo, at = echo[overdue:], self._base  # the card played it on time: only the overdue part is missing
             self._add(echo, at - self._base)
 
     def user_clip(self, pcm16k: np.ndarray) -> np.ndarray:
