@@ -215,6 +215,28 @@ def test_the_simulated_loudspeaker_plays_its_queue_back_to_back_and_late_chunks_
     assert (heard[third : third + 800] == 3000).all()
 
 
+def test_a_chunk_whose_message_came_after_its_time_loses_only_its_overdue_part():
+    """eval's room: tts/reference reaching the evaluation after the microphone passed the
+    chunk's play time drops the samples already due; the rest of the reply stays on its
+    stamps, as a sound card on the robot would have played it."""
+    from predgen_ros.eval.echo_mic import OUTPUT_LATENCY_S, RoomMicrophone
+    from predgen_ros.eval.echo_room import EchoPaths
+
+    room = RoomMicrophone(np.ones(10))
+    room.paths, room.gain = EchoPaths(None, np.array([1.0]), np.array([1.0])), 1.0  # a dry room
+    room.start(100.0)
+    latency = round(OUTPUT_LATENCY_S * SAMPLE_RATE)
+    heard = room.next_chunk(np.zeros(latency + 320))  # the microphone is 20 ms into the first chunk's time
+    chunk = np.full(800, 1000, dtype=np.int16)  # 50 ms
+    room.robot_played(chunk, SAMPLE_RATE, 100.0)  # came 20 ms late
+    room.robot_played(chunk * 2, SAMPLE_RATE, 100.05)  # on time, queued behind it
+    assert room.late_chunks == 1
+    heard = np.concatenate([heard, room.next_chunk(np.zeros(1600))])
+    assert (heard[: latency + 320] == 0).all()  # the overdue 20 ms: never heard
+    assert (heard[latency + 320 : latency + 800] == 1000).all()  # the rest of the late chunk, on its stamp
+    assert (heard[latency + 800 : latency + 1600] == 2000).all()  # the next chunk not shifted behind it
+
+
 def speech_like(level: float, n: int = 160, seed: int = 0) -> np.ndarray:
     return np.clip(np.random.default_rng(seed).standard_normal(n) * level, -32768, 32767).astype(np.int16)
 

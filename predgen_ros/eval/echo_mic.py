@@ -15,8 +15,11 @@ played, whichever is later.  An earlier model placed each chunk when it reached 
 evaluation over DDS, and snapped it onto the last one's end when within 0.1 s, also after
 the card had run dry: the robot's voice then moved against tts/reference by the network's
 jitter and by up to 0.1 s after each late sentence, which no card attached to the robot
-does, and the canceller leaked at every such jump (docs/results/echo.md).  Not modelled:
-the drift between the card's clock and the microphone's.
+does, and the canceller leaked at every such jump (docs/results/echo.md).  A chunk whose
+message reaches the evaluation after the microphone has passed its play time loses only
+its overdue samples; the rest of it and of the reply stay on their stamps (placing it at
+"now" once shifted the rest of the reply behind its reference).  Not modelled: the drift
+between the card's clock and the microphone's.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ class RoomMicrophone:
         self.gain = 1.0
         self.noise_rms = 0.0
         self.clipped = 0
-        self.late_chunks = 0  # robot audio that came after its time was handed out (placed at once)
+        self.late_chunks = 0  # robot audio that came after its time was handed out (its overdue part dropped)
         self._rng = np.random.default_rng(0)
 
     def enter_room(self, seed: int) -> None:
