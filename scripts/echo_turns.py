@@ -16,8 +16,9 @@ reports on.
     .venv/bin/predgen-ros make-interruption-bag --seed 7 --out tune-bag
     .venv/bin/python scripts/echo_turns.py --bag tune-bag --room-seed 7 --out turns.json
 
-`--keep-heard DIR` saves each utterance as the recognizer read it, as asr_node's
-`asr.record_dir` does, to compare with a graph run's (`eval-interruptions --keep-heard`).
+`--keep-heard DIR` saves each utterance as the recognizer read it, and the canceller's
+two inputs (canceller-inputs.wav), as asr_node's `asr.record_dir` does, to compare with a
+graph run's (`eval-interruptions --keep-heard`, scripts/heard_compare.py, canceller_lag.py).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from predgen_ros.audio.double_talk import EchoGuardedVad
 from predgen_ros.audio.echo import EchoCanceller
 from predgen_ros.audio.echo_hearing import EchoHearing
 from predgen_ros.audio.endpoint import ENDPOINT_SILENCE_S
-from predgen_ros.audio.heard_audio import HeardAudio
+from predgen_ros.audio.heard_audio import CancellerInputs, HeardAudio
 from predgen_ros.audio.pcm import SAMPLE_RATE
 from predgen_ros.audio.recognizers import make_recognizer
 from predgen_ros.eval.echo_mic import RoomMicrophone, probe_speech
@@ -105,14 +106,17 @@ def hear_trial(
     after_s: float,
     recognizer,
     on_utterance=None,
+    tap=None,
 ):
     """The reply (after one that warms the canceller up) with `event` said `after_s` into
     it; the owner's decisions (s from the event's clip) and the finals (text, handed on).
-    `on_utterance`: StreamingAsr's, to keep what the recognizer read (audio/heard_audio.py)."""
+    `on_utterance`: StreamingAsr's, to keep what the recognizer read; `tap`: the canceller's,
+    to keep its inputs (audio/heard_audio.py)."""
     room = RoomMicrophone(probe)
     room.enter_room(room_seed)
     room.start(0.0)
     canceller = EchoCanceller()
+    canceller.tap = tap
     guarded = EchoGuardedVad(make_vad("webrtc", 2))
     hearing = EchoHearing(canceller, guarded)
     asr = StreamingAsr(recognizer, ENDPOINT_SILENCE_S, vad=guarded, on_utterance=on_utterance)
@@ -179,6 +183,7 @@ def main() -> None:
     )
     args = ap.parse_args()
     heard = HeardAudio(args.keep_heard) if args.keep_heard else None
+    inputs = CancellerInputs(args.keep_heard) if args.keep_heard else None
     voice, probe = Voice(), probe_speech()
     replies = [voice.reply(text, np.random.default_rng(args.room_seed)) for text in REPLIES]
     trials = read_interruption_bag(args.bag)
@@ -191,14 +196,17 @@ def main() -> None:
         room_seed = args.room_seed * 1000 + i % 8
         saved = heard.count if heard else 0
         decisions, finals = hear_trial(
-            probe, room_seed, replies[(i + 1) % 4], replies[i % 4], clip, after_s, recognizer, heard.utterance if heard else None
-        )
+            probe, room_seed, replies[(i + 1) % 4], replies[i % 4], clip, after_s, recognizer,
+            heard.utterance if heard else None, inputs.frame if inputs else None,
+        )  # fmt: skip
         kinds = [d[1] for d in decisions]
         rows.append(
             {"number": number, "kind": kind, "event": event, "room": room_seed, "stopped": "stop" in kinds,
              "paused": "pause" in kinds, "decisions": decisions, "finals": finals,
              "heard": [f"{n:04d}.wav" for n in range(saved, heard.count if heard else 0)]}
         )  # fmt: skip
+    if inputs:
+        inputs.close()
     summary = summarize(rows)
     print(json.dumps(summary, indent=1))
     if args.out:

@@ -418,3 +418,44 @@ def test_the_hearing_reads_back_and_dates_a_voice_to_where_the_detector_first_he
     assert abs(began - 0.3) <= 0.03  # dated to its first frame
     first_read = int(np.frombuffer(bytes(asr.recognizer.heard[:2]), dtype=np.int16)[0]) - 1000
     assert first_read <= 10 - round(PRE_ROLL_S / 0.03) + 1  # the recognizer read it from before its first frame
+
+
+def test_the_cancellers_inputs_are_kept_as_paired_and_show_where_the_echo_lay(tmp_path):
+    """asr.record_dir with the canceller: canceller-inputs.wav holds the microphone and the
+    reference as paired, readable while it grows; scripts/canceller_lag.py finds the echo
+    30 ms after its reference in it."""
+    import importlib.util
+    import wave
+    from pathlib import Path
+
+    from predgen_ros.audio.echo import EchoCanceller
+    from predgen_ros.audio.heard_audio import CANCELLER_INPUTS, CancellerInputs
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "canceller_lag.py"
+    spec = importlib.util.spec_from_file_location("canceller_lag", script)
+    canceller_lag = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(canceller_lag)
+
+    rng = np.random.default_rng(0)
+    reply = np.clip(rng.standard_normal(3 * SAMPLE_RATE) * 4000, -32768, 32767).astype(np.int16)
+    lag = int(0.03 * SAMPLE_RATE)
+    mic = np.zeros(5 * SAMPLE_RATE)
+    mic[SAMPLE_RATE + lag : SAMPLE_RATE + lag + len(reply)] = reply * 0.5
+    mic = (mic + rng.standard_normal(len(mic)) * 30).astype(np.int16)
+    canceller = EchoCanceller()
+    inputs = CancellerInputs(tmp_path, flush_s=0.5)
+    canceller.tap = inputs.frame
+    canceller.played(1.0, reply.tobytes())
+    chunk = SAMPLE_RATE // 50
+    for start in range(0, len(mic), chunk):
+        canceller.process(mic[start : start + chunk].tobytes(), start / SAMPLE_RATE)
+        if start == 2 * SAMPLE_RATE:
+            with wave.open(str(tmp_path / CANCELLER_INPUTS)) as growing:
+                assert growing.getnframes() == 2 * SAMPLE_RATE  # flushed each 0.5 s, its header up to date
+    inputs.close()
+    inputs.frame(mic[:160], mic[:160])  # after the node cleaned up: dropped
+    kept_mic, kept_reference = canceller_lag.read_inputs(tmp_path / CANCELLER_INPUTS)
+    assert (kept_mic == mic).all()
+    assert (kept_reference[:SAMPLE_RATE] == 0).all() and (kept_reference[SAMPLE_RATE : 4 * SAMPLE_RATE] == reply).all()
+    found = canceller_lag.lags(kept_mic, kept_reference)
+    assert len(found) >= 3 and all(abs(at - 0.03) < 1e-3 for _, at in found)

@@ -24,6 +24,7 @@ voice detector's copy of the frame is silent (audio/echo_leak.py).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -162,6 +163,9 @@ class EchoCanceller:
         self.leaks = EchoLeakGate()  # what AEC3 lets through of the robot's voice, kept from the voice detector
         self._pending = b""  # microphone audio short of a 10 ms frame
         self._pending_t = 0.0
+        # each 10 ms frame's two inputs, (microphone, reference) as paired here: how the graph's
+        # timing lined them up is read from them afterwards (audio/heard_audio.py, scripts/canceller_lag.py)
+        self.tap: Callable[[np.ndarray, np.ndarray], None] | None = None
 
     def played(self, t_s: float, pcm: bytes) -> None:
         self.reference.played(t_s, pcm)
@@ -191,6 +195,8 @@ class EchoCanceller:
             self._apm.set_stream_delay_ms(self._delay_ms)
             self._apm.process_stream(near)
             mic_frame = np.frombuffer(audio[start : start + 2 * FRAME], dtype=np.int16)
+            if self.tap is not None:
+                self.tap(mic_frame, reference)
             cleaned = np.frombuffer(near.data.tobytes(), dtype=np.int16)
             out += self.linear.process(mic_frame, reference).tobytes()
             for_voice += self.leaks.gate(mic_frame, reference, cleaned).tobytes()

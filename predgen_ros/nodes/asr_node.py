@@ -39,7 +39,7 @@ from ..audio.double_talk import ONSET_SHARE, ONSET_WINDOW_S, VOICE_OVER_NOISE_DB
 from ..audio.echo import ECHO_CANCELLERS, EchoCanceller
 from ..audio.echo_hearing import EchoHearing
 from ..audio.endpoint import POLICIES, EndpointConfig, Endpointer, EndpointError
-from ..audio.heard_audio import HeardAudio
+from ..audio.heard_audio import CancellerInputs, HeardAudio
 from ..audio.pcm import AUDIO_CHUNK_MS, SAMPLE_RATE, AsrError, chunks, microphone_chunks, read_wav, to_pcm16k
 from ..audio.recognizers import DEFAULT_RECOGNIZER, RECOGNIZERS, make_recognizer
 from ..audio.text_asr import CHARS_PER_MINUTE, QuestionError, load_questions, text_partials
@@ -137,7 +137,8 @@ ASR_PARAMS = {
     "asr.record_dir": (
         "",
         "save each utterance as the recognizer read it (after the echo canceller) to NNNN.wav here, with its final "
-        "in heard.jsonl, to listen to what the robot heard (audio/heard_audio.py); empty = off",
+        "in heard.jsonl, to listen to what the robot heard, and with the echo canceller its two inputs to "
+        "canceller-inputs.wav (audio/heard_audio.py); empty = off",
     ),
     **TURN_PARAMS,
 }
@@ -191,6 +192,7 @@ class AsrNode(ManagedNode):
         self.guarded_vad: EchoGuardedVad | None = None  # with the echo canceller
         self.hearing: EchoHearing | None = None  # the two together, chunk by chunk
         self.heard_audio: HeardAudio | None = None  # asr.record_dir
+        self.canceller_inputs: CancellerInputs | None = None  # asr.record_dir, with the echo canceller
         self._stream_t0 = 0.0  # wall time at the stream's time 0 (a paused source moves it)
         self._reference_sub = None
         self._listening = []
@@ -241,6 +243,8 @@ class AsrNode(ManagedNode):
     def cleanup(self) -> None:
         if self._close_source:
             self._close_source()
+        if self.canceller_inputs is not None:
+            self.canceller_inputs.close()
         if self.asr is not None:
             self.asr.close()
         self._source = self._close_source = self._arrived = self.asr = None
@@ -270,6 +274,9 @@ class AsrNode(ManagedNode):
                 self.hearing = EchoHearing(self.echo, self.guarded_vad)
             if self.p["asr.record_dir"]:
                 self.heard_audio = HeardAudio(Path(self.p["asr.record_dir"]).expanduser())
+                if self.echo is not None:
+                    self.canceller_inputs = CancellerInputs(self.heard_audio.folder)
+                    self.echo.tap = self.canceller_inputs.frame
             self.asr = asr = StreamingAsr(
                 recognizer,
                 redecode_final=not self.p["asr.final_from_partial"],
@@ -567,7 +574,12 @@ class AsrNode(ManagedNode):
     def _recording(self) -> dict:
         if self.heard_audio is None:
             return {}
-        return {"utterances_saved": self.heard_audio.count, "utterances_not_saved": self.heard_audio.failed}
+        inputs = self.canceller_inputs
+        return {
+            "utterances_saved": self.heard_audio.count,
+            "utterances_not_saved": self.heard_audio.failed,
+            **({"canceller_inputs_s": round(inputs.frames / SAMPLE_RATE, 1)} if inputs else {}),
+        }
 
     def _recognizer_load(self) -> dict:
         """A background recognizer's lag (audio in -> its words out) and call cost, p50/p90 (s)."""
