@@ -165,7 +165,9 @@ class TurnOwner:
     been silent `resume_s` without a word.  For the engine: an utterance that began over the robot is handed
     on only once it is a turn (its later partials and its final too); one begun while
     the robot was silent is a turn whatever its words, and so is one that continues
-    an early final (asr/voice "resumed"): its first words stop the robot.  The user's first words and
+    an early final (asr/voice "resumed"): its first words stop the robot, and a reply that
+    only begins while it goes on (the answer to the question cut short) is stopped as it
+    begins, or paused until those words come.  The user's first words and
     robot_speaking's false can cross on the wire: an utterance heard less than
     TAKE_OVER_S before the robot fell silent is judged as one begun after it.
 
@@ -195,6 +197,7 @@ class TurnOwner:
         self.span = VoicedSpan()
         self._over_robot: bool | None = None  # the open utterance began over the robot; None between utterances
         self._continues = False  # the open utterance continues an early final (asr/voice "resumed")
+        self._continued_words = False  # ... and has made words
         self._opened_at = 0.0
         self._passing = False
         self._lock = threading.Lock()
@@ -203,13 +206,22 @@ class TurnOwner:
     def paused(self) -> bool:
         return self.resume_at is not None
 
-    def robot_speaking(self, talking: bool) -> None:
+    def robot_speaking(self, talking: bool) -> Voice:
+        """robot_speaking from tts_node.  A reply that begins while the user goes on after an
+        early final answers the question cut short: it stops if the user's further words are
+        in, and pauses (as the voice would) until they come if not."""
         with self._lock:
+            began = talking and not self.robot_talks
             if talking != self.robot_talks:
                 self.resume_at = None  # a pause does not outlive its reply
             self.robot_talks = talking
             if not talking and self._over_robot and self.clock() - self._opened_at < TAKE_OVER_S:
                 self._over_robot, self._passing = False, True
+            if not (began and self._continues):
+                return Voice.KEEP
+            if self._continued_words:
+                return self._stop()
+            return self._pause() if self.pausing else Voice.KEEP
 
     def voice(self, what: str, t: float) -> Ruling:
         """asr/voice (`what` in VOICE_KINDS, `t` its stamp): voice (again) pauses; a pause
@@ -218,6 +230,7 @@ class TurnOwner:
             self.span.voice(what, t)
             if what == "resumed":  # the words to come are the turn the early final began
                 self._continues, self._over_robot, self._passing, self._opened_at = True, False, True, self.clock()
+                self._continued_words = False
             elif what == "start" and self._continues:  # that continuation made no word: judge this one afresh
                 self._continues, self._over_robot, self._passing = False, None, False
             if what != "end":
@@ -230,6 +243,7 @@ class TurnOwner:
         with self._lock:
             kind = self._kind(text)
             hand_on = self._judge(kind) and kind is not Speech.EMPTY
+            self._continued_words = self._continued_words or (self._continues and kind is not Speech.EMPTY)
             if kind is Speech.TURN or (self._continues and kind is not Speech.EMPTY):
                 return Ruling(self._stop(), hand_on)
             if kind is Speech.SHORT and self.pausing:

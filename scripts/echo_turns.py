@@ -132,7 +132,7 @@ def hear_trial(
             room.robot_played(chunk, SAMPLE_RATE, at)
             canceller.played(at, chunk.tobytes())
         if speaker.talking != owner.robot_talks:
-            owner.robot_speaking(speaker.talking)
+            speaker.obey(owner.robot_speaking(speaker.talking), t - clip_at, "robot speaking")
         user = np.zeros(n)
         at = int(round((t - clip_at) * SAMPLE_RATE))
         lo, hi = max(at, 0), min(at + n, len(clip))

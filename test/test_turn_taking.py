@@ -248,6 +248,41 @@ def test_words_after_an_early_final_are_the_turn_and_stop_its_reply_however_few(
     assert owner.final("what is the capital of france").hand_on
 
 
+def test_a_reply_that_begins_while_the_user_goes_on_after_an_early_final_stops_as_it_begins():
+    """The early final's reply was not yet playing when the user went on: it answers the
+    question cut short, so it stops as soon as tts_node says it began; the answer to the
+    whole question, begun after its final, is left alone."""
+    clock = Clock()
+    owner = TurnOwner(TurnRules(), "pause", 1.0, clock=clock)
+    owner.partial("what is the")
+    assert owner.final("what is the capital").hand_on
+    assert owner.voice("resumed", clock.t).voice is Voice.KEEP  # nothing plays yet
+    assert owner.partial("what is the capital of") == Ruling(Voice.KEEP, hand_on=True)
+    assert owner.robot_speaking(True) is Voice.STOP
+    assert owner.final("what is the capital of france").hand_on
+    owner.robot_speaking(False)
+    assert owner.robot_speaking(True) is Voice.KEEP
+
+
+@pytest.mark.parametrize("interruption, expect", [("pause", Voice.PAUSE), ("stop", Voice.KEEP)])
+def test_a_reply_that_begins_before_the_users_further_words_waits_for_them(interruption, expect):
+    """Resumed, no word yet: the reply beginning pauses (with `pause`) until the words
+    stop it; a cough that makes none lets it go on after resume_s."""
+    clock = Clock()
+    owner = TurnOwner(TurnRules(), interruption, 1.0, clock=clock)
+    owner.final("what is the capital")
+    owner.voice("resumed", clock.t)
+    assert owner.robot_speaking(True) is expect
+    assert owner.partial("what is the capital of").voice is Voice.STOP
+    coughed = TurnOwner(TurnRules(), "pause", 1.0, clock=clock)
+    coughed.final("what is the capital")
+    coughed.voice("resumed", clock.t)
+    assert coughed.robot_speaking(True) is Voice.PAUSE
+    coughed.voice("end", clock.t + 0.2)
+    clock.t += 0.2 + coughed.resume_s
+    assert coughed.due() is Voice.RESUME
+
+
 def test_a_resumed_voice_that_makes_no_word_lets_the_reply_go_on():
     clock = Clock()
     owner = talking_owner(clock=clock)

@@ -417,7 +417,7 @@ class AsrNode(ManagedNode):
         if self.robot_speaking and not msg.data:
             self.replies += 1
         self.robot_speaking = msg.data
-        self.turns.robot_speaking(msg.data)
+        self._decide(self.turns.robot_speaking(msg.data), cause="a reply began while the user went on after an early final")
 
     # --------------------------------------------------------------- sources
     def _guarded(self, source) -> None:
