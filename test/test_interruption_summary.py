@@ -23,3 +23,20 @@ def test_replies_the_evaluation_had_to_stop_are_counted_and_shown():
     line = format_summary({"pause-open": row}).splitlines()[-1]
     assert line.startswith("| pause-open | 3 |")  # the trials run: a hearing whose robot ran on ends early
     assert line.endswith("| 1 | 2 |")  # replies lost (the self-stop), ran on
+
+
+def test_a_barge_in_talked_over_counts_as_missed_with_how_long_the_robot_talked_on():
+    """The time to silence's p90 is given twice: over the barge-ins that silenced the robot,
+    and with each one it talked over counted at its talked-on time (what the user waited)."""
+    stopped = [
+        result(
+            "barge_in", i, stopped=True, paused=True, silence_s=0.2 + i / 100, answered=True, new_turn="how far away is the moon"
+        )
+        for i in range(9)
+    ]
+    talked_over = result("barge_in", 9, talked_on_s=1.5, answered=True, new_turn="how far away is the moon")
+    row = summarize([*stopped, talked_over])["pause-open"]["barge_in"]
+    assert row["missed"] == 1 and row["missed_talked_on_s"] == [1.5]
+    assert row["silence_p90_s"] < 0.3 < row["silence_p90_with_missed_s"]
+    line = format_summary({"pause-open": summarize([*stopped, talked_over])["pause-open"]}).splitlines()[-1]
+    assert "| 1/10 (talked on 1.50 s) |" in line and f"({row['silence_p90_with_missed_s']:.3f} with those)" in line

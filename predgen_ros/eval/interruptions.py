@@ -10,9 +10,11 @@ the new request).  Scored from what the graph published:
   false stop      an acknowledgement or a burst ended the reply (`tts/interruption` stop)
   resumed pause   the voice paused and went on
   new turn        predgen_node answered an acknowledgement or a burst (a latency report after it)
-  missed          a barge-in the robot talked over (no pause or stop after it)
+  missed          a barge-in that did not stop the robot: it talked on to its reply's end
+                  (how long after the onset: "talked on"), or it paused and resumed
   time to silence from the barge-in's first voiced sample to the pause or stop (when the
-                  audio handed to the sink ran out)
+                  audio handed to the sink ran out); its p90 is also given with each
+                  barge-in talked on counted at its talked-on time
   answered        the barge-in got a reply of its own
   history         the answer's prompt held, as the earlier reply, exactly what tts/played said was heard
   reply lost      a request without its whole reply: none came, a false stop, or a barge-in left unanswered
@@ -90,6 +92,7 @@ class TrialResult:
     stopped: bool = False
     new_turn: str = ""  # the transcript of a turn made after the event, if any
     silence_s: float | None = None  # barge-in: the event's onset to the pause or stop
+    talked_on_s: float | None = None  # a barge-in the voice never paused for: the onset to its reply's own end
     answered: bool = False
     played: str = ""  # tts/played after the stop
     history: str = ""  # the answer's previous_reply
@@ -289,6 +292,8 @@ def _play_trial(rec: Recorder, feed: AudioFeed, result: TrialResult, trial: Tria
     result.new_turn = turns[0]["transcript"] if turns else ""
     if trial.kind == "barge_in":
         result.silence_s = silenced[0] - onset if silenced else None
+        if not silenced and ended:
+            result.talked_on_s = ended[0] - onset
         result.answered = bool(turns and turns[0]["first_sentence"])
         result.played = rec.played[-1] if len(rec.played) > played else ""
         result.history = turns[0]["previous_reply"] if turns else ""
@@ -402,6 +407,8 @@ def summarize(results: list[TrialResult]) -> dict:
                     }
             elif kind == "barge_in":
                 silences = [r.silence_s for r in of_kind if r.silence_s is not None]
+                # what the user waited for silence: a barge-in talked over, until the reply's own end
+                waits = silences + [r.talked_on_s for r in of_kind if r.silence_s is None and r.talked_on_s is not None]
                 errors = sum(word_errors(reference_words(r.event), reference_words(r.new_turn)) for r in of_kind)
                 words = sum(len(reference_words(r.event)) for r in of_kind)
                 row[kind] = {
@@ -409,6 +416,10 @@ def summarize(results: list[TrialResult]) -> dict:
                     "missed": sum(not r.stopped for r in of_kind),
                     "silence_p50_s": percentile(silences, 0.5),
                     "silence_p90_s": percentile(silences, 0.9),
+                    "missed_talked_on_s": sorted(
+                        round(r.talked_on_s, 3) for r in of_kind if r.silence_s is None and r.talked_on_s is not None
+                    ),
+                    "silence_p90_with_missed_s": percentile(waits, 0.9),
                     "answered": sum(r.answered for r in of_kind),
                     "history_matches": sum(r.history_matches for r in of_kind),
                     "turn_wer": errors / words if words else None,
@@ -432,6 +443,13 @@ def format_summary(summary: dict) -> str:
     def fmt(x):
         return "-" if x is None else f"{x:.3f}"
 
+    def talked_on(c: dict) -> str:
+        seconds = c.get("missed_talked_on_s")
+        return f" (talked on {', '.join(f'{s:.2f}' for s in seconds)} s)" if seconds else ""
+
+    def with_missed(c: dict) -> str:
+        return f" ({fmt(c['silence_p90_with_missed_s'])} with those)" if c.get("missed_talked_on_s") else ""
+
     lines = [
         "| policy | trials | acknowledgements: false stops | resumed pauses | new turns | bursts: false stops | resumed pauses | "
         "new turns | barge-ins: missed | silence p50 / p90 (s) | answered | history = played | WER of their turns | "
@@ -449,7 +467,8 @@ def format_summary(summary: dict) -> str:
         lines.append(
             f"| {policy} | {row['trials']} | {a['false_stops']}/{a['events']} ({a['false_stop_rate']:.0%}) | {a['resumed']} | {a['new_turns']} "
             f"| {b['false_stops']}/{b['events']} ({b['false_stop_rate']:.0%}) | {b['resumed']} | {b['new_turns']} "
-            f"| {c['missed']}/{c['events']} | {fmt(c['silence_p50_s'])} / {fmt(c['silence_p90_s'])} "
+            f"| {c['missed']}/{c['events']}{talked_on(c)} | {fmt(c['silence_p50_s'])} / {fmt(c['silence_p90_s'])}"
+            f"{with_missed(c)} "
             f"| {c['answered']}/{c['events']} | {c['history_matches']}/{c['events']} | {wer} | {own} | {row['lost_replies']} "
             f"| {row['ran_on']} |"
         )
