@@ -62,6 +62,21 @@ def test_partials_grow_and_the_final_is_the_spoken_request(synth, transcriber):
     assert partials[-1] == finals[0].text  # the voice's end published the final's words first
 
 
+def test_the_offline_endpoint_tool_hears_through_whisper_and_estimates_each_partial(synth, transcriber):
+    """`predgen-ros endpoints --asr-backend whisper`: the recognizer is waited for after each
+    chunk, every partial gets its text estimate, and the final is the question."""
+    from predgen_ros.eval.endpoints import hear
+
+    text = "How many legs does a spider have?"
+    audio = [(0.0, chunk) for chunk in chunks(SILENCE_1S + spoken(synth, text) + SILENCE_1S, 0.02)]
+    asr = StreamingAsr(WhisperStreamingRecognizer(transcriber), endpoint_silence=0.5)
+    estimated = []
+    run = hear("fixed_0.5", asr, audio, text_estimate=lambda heard: estimated.append(heard) or 0.5)
+    assert len(run.finals) == 1 and reference_words(run.finals[0].text) == reference_words(text)
+    assert run.partials and estimated == [p.text for p in run.partials]
+    assert run.partials[-1].text == run.finals[0].text
+
+
 def test_silence_and_a_cough_give_no_words(synth, transcriber):
     cough = burst("cough", np.random.default_rng(0)).tobytes()
     asr = StreamingAsr(WhisperStreamingRecognizer(transcriber), endpoint_silence=0.5)

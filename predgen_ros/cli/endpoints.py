@@ -9,7 +9,7 @@ from pathlib import Path
 from ..audio.asr import VADS
 from ..audio.endpoint import DEFAULT_ENDPOINT_POLICIES, EndpointConfig
 from ..engine.config import ConfigError
-from .options import check_limit, comma_list
+from .options import add_asr_backend_option, check_limit, comma_list
 
 DEFAULTS = EndpointConfig()
 
@@ -36,6 +36,7 @@ def register(sub) -> None:
         help="comma-separated fixed_<seconds>, smart_turn, llm, fused (default fixed_0.35,fixed_0.8,smart_turn,llm,fused)",
     )
     ends.add_argument("--vad", choices=VADS, default="silero", help="voice activity detector (default silero)")
+    add_asr_backend_option(ends)  # Whisper is waited for after each chunk, as if instant
     for option, name, text in _RULE_OPTIONS:
         default = getattr(DEFAULTS, name)
         ends.add_argument(option, type=float, default=default, dest=name, help=f"{text} (default {default})")
@@ -87,12 +88,16 @@ def cmd_endpoints(args: argparse.Namespace) -> int:
 
         smart_turn = SmartTurn()
     if args.sweep:
-        return _endpoint_sweep(args, audio, markers, t0_ns, text_estimate, smart_turn)
+        try:
+            return _endpoint_sweep(args, audio, markers, t0_ns, text_estimate, smart_turn)
+        except AsrError as err:
+            raise ConfigError(str(err)) from None
     runs = {}
     summary = {
         "bag": str(args.bag),
         "questions": len(markers),
         "vad": args.vad,
+        "recognizer": args.asr_backend,
         "settings": asdict(base),
         "endpoint_policies": {},
     }
@@ -101,7 +106,7 @@ def cmd_endpoints(args: argparse.Namespace) -> int:
         with tqdm(total=len(audio) * len(configs), desc="endpoints", unit="chunk") as bar:
             for name, config in configs.items():
                 bar.set_postfix_str(name)
-                runs[name] = ep.run_policy(name, config, audio, args.vad, text_estimate, smart_turn, bar.update)
+                runs[name] = ep.run_policy(name, config, audio, args.vad, text_estimate, smart_turn, bar.update, args.asr_backend)
                 summary["endpoint_policies"][name] = ep.summarize(name, config, ep.outcomes(runs[name], markers, t0_ns))
                 ep.write_summary(args.out, summary)  # each policy as soon as it is scored
     except AsrError as err:
@@ -121,7 +126,14 @@ def _endpoint_sweep(args: argparse.Namespace, audio, markers, t0_ns: int, text_e
 
     with tqdm(total=len(audio), desc="pauses", unit="chunk") as bar:
         pauses, heard = sw.observe_pauses(
-            audio, args.vad, text_estimate, smart_turn, pause_s=0.1, observe_s=1.3, progress=bar.update
+            audio,
+            args.vad,
+            text_estimate,
+            smart_turn,
+            pause_s=0.1,
+            observe_s=1.3,
+            progress=bar.update,
+            recognizer=args.asr_backend,
         )
     scored = [sw.score_rule(rule, pauses, markers, t0_ns) for rule in sw.sweep_rules()]
     reference = next(row for row in scored if row["rule"] == "fixed 0.8")
@@ -133,6 +145,7 @@ def _endpoint_sweep(args: argparse.Namespace, audio, markers, t0_ns: int, text_e
                 "bag": str(args.bag),
                 "questions": len(markers),
                 "vad": args.vad,
+                "recognizer": args.asr_backend,
                 "pauses": len(pauses),
                 "target_delay_s": args.target_delay,
                 "text_signal": ep.text_signal_auc(heard, markers, t0_ns, text_estimate),

@@ -59,10 +59,17 @@ class PauseRecorder(Endpointer):
 
 
 def observe_pauses(
-    audio: list[tuple[float, bytes]], vad: str, text_estimate, smart_turn, pause_s: float, observe_s: float, progress=None
+    audio: list[tuple[float, bytes]],
+    vad: str,
+    text_estimate,
+    smart_turn,
+    pause_s: float,
+    observe_s: float,
+    progress=None,
+    recognizer: str = "whisper",
 ) -> tuple[list[Pause], PolicyRun]:
     """Every pause of the bag's speech, and what the ASR heard (for the text signal's AUC)."""
-    asr = StreamingAsr(make_recognizer("pocketsphinx"), vad=make_vad(vad))
+    asr = StreamingAsr(make_recognizer(recognizer), vad=make_vad(vad))
     recorder = PauseRecorder(
         EndpointConfig(policy="fused", pause_s=pause_s, max_silence_s=observe_s),
         lambda: smart_turn.probability(asr.utterance_audio),

@@ -1,10 +1,13 @@
 """`predgen-ros endpoints`: endpoint policies scored offline on a bag's audio.
 
 The bag's user audio is fed, chunk by chunk, to the streaming ASR of asr_node
-(pocketsphinx, the chosen VAD) once per policy; no ROS graph and no reply
+(the chosen recognizer and VAD) once per policy; no ROS graph and no reply
 generation, so a policy is scored in minutes.  The text estimate for `llm` and
 `fused` is the LLM's end-of-message probability of each hypothesis, computed
-here at once (in the graph predgen_node sends it after its next pass).
+here at once (in the graph predgen_node sends it after its next pass).  Whisper
+is waited for after every chunk, as if it were instant: its partials come as
+often as on an idle CPU, but without their lag, so a rule that needs the words
+fires here sooner than through the graph, which measures that lag.
 
 Per policy: the endpoint delay from the true end of each question's speech to
 its final (p50, p90), the false-endpoint rate (questions with a final before
@@ -95,9 +98,10 @@ def run_policy(
     text_estimate: TextEstimator | None,
     smart_turn=None,
     progress=None,
+    recognizer: str = "whisper",
 ) -> PolicyRun:
     """The bag's audio through StreamingAsr with one endpoint policy."""
-    asr = StreamingAsr(make_recognizer("pocketsphinx"), vad=make_vad(vad))
+    asr = StreamingAsr(make_recognizer(recognizer), vad=make_vad(vad))
     audio_estimate = (lambda: smart_turn.probability(asr.utterance_audio)) if config.uses_audio else None
     asr.endpointer = Endpointer(config, audio_estimate)
     return hear(name, asr, audio, text_estimate if config.uses_text else None, progress)
@@ -107,14 +111,21 @@ def hear(name: str, asr: StreamingAsr, audio: list[tuple[float, bytes]], text_es
     """Feed the audio to `asr`; its partials and finals, each partial's text estimate
     handed back to it when `text_estimate` is given."""
     run = PolicyRun(name)
-    for _, pcm in audio:
-        for event in asr.feed(pcm):
-            (run.partials if event.kind is Heard.PARTIAL else run.finals).append(event)
-            if event.kind is Heard.PARTIAL and text_estimate:
-                asr.text_estimate(event.text, text_estimate(event.text))
-        if progress:
-            progress()
-    run.finals += [event for event in asr.finish_stream() if event.kind is Heard.FINAL]
+    settle = getattr(asr.recognizer, "idle", None)  # a background recognizer: as if instant
+    try:
+        for _, pcm in audio:
+            events = asr.feed(pcm)
+            if settle:
+                settle()
+            for event in events:
+                (run.partials if event.kind is Heard.PARTIAL else run.finals).append(event)
+                if event.kind is Heard.PARTIAL and text_estimate:
+                    asr.text_estimate(event.text, text_estimate(event.text))
+            if progress:
+                progress()
+        run.finals += [event for event in asr.finish_stream() if event.kind is Heard.FINAL]
+    finally:
+        asr.close()
     return run
 
 
