@@ -459,3 +459,13 @@ def test_the_cancellers_inputs_are_kept_as_paired_and_show_where_the_echo_lay(tm
     assert (kept_reference[:SAMPLE_RATE] == 0).all() and (kept_reference[SAMPLE_RATE : 4 * SAMPLE_RATE] == reply).all()
     found = canceller_lag.lags(kept_mic, kept_reference)
     assert len(found) >= 3 and all(abs(at - 0.03) < 1e-3 for _, at in found)
+    assert canceller_lag.replayed_voice_starts(kept_mic, kept_reference) == []  # the robot alone: no voice of the user
+    log = tmp_path / "graph.log"
+    log.write_text(
+        "[asr_node] [INFO] [1000.030] [asr_node]: turn: pause (voice start)\n"
+        "[asr_node] [INFO] [1004.040] [asr_node]: turn: resume ('Okay.')\n"
+        "[asr_node] [INFO] [1009.500] [asr_node]: turn: pause (voice start)\n"
+    )
+    assert "1 of the graph's 2 pauses at a voice start are replayed decisions (2 replayed)" in canceller_lag.match_graph(
+        [2.0, 6.0], log
+    )
