@@ -266,3 +266,49 @@ def test_a_sink_slower_than_the_voice_counts_underruns(per_chunk, underruns):
         thread.join(5.0)
     assert sink.text(0) == "Hello there."
     assert player.underruns == underruns
+
+
+class SlowSecondSentence(Voice):
+    """The second sentence's synthesis waits for `go`: the player sits between pieces."""
+
+    def __init__(self):
+        super().__init__()
+        self.go = threading.Event()
+        self.waiting = threading.Event()
+
+    def synthesize(self, piece: str) -> Speech:
+        if piece.startswith("Later"):
+            self.waiting.set()
+            assert self.go.wait(10.0)
+        return super().synthesize(piece)
+
+
+@pytest.mark.parametrize("command", ["pause", "stop"])
+def test_a_pause_or_stop_between_sentences_is_stamped_where_the_voice_fell_silent(command):
+    """The robot is silent between two sentences (the next one still being synthesized) when
+    the user speaks: the pause or stop is applied at the next sentence's first chunk, but
+    the voice fell silent when the sentence before ended (the time to silence is measured
+    from these stamps)."""
+    clock = [10.0]
+    stamps: list[tuple[float, str]] = []
+    voice, sink = SlowSecondSentence(), Recorder()
+    events = PlayerEvents(interruption=lambda t, what: stamps.append((t, what)))
+    player = ReplyPlayer(voice, sink, events, chunk_ms=50, realtime=False, clock=lambda: clock[0])
+    thread = threading.Thread(target=player.run, daemon=True)
+    thread.start()
+    try:
+        player.say("Hello there.")
+        player.say("Later words.")
+        player.say("")
+        assert voice.waiting.wait(10.0)  # the first sentence was handed over at 10.0 s; the second is not ready
+        clock[0] = 20.0
+        getattr(player, command)()
+        voice.go.set()
+        while not stamps:
+            assert thread.is_alive()
+            threading.Event().wait(0.01)
+    finally:
+        player.shutdown()  # a paused player stops holding too
+        thread.join(5.0)
+    assert stamps[0] == (10.0, command)  # not 20.0, when it was applied
+    assert sink.text(0) == "Hello there."  # the second sentence never played

@@ -90,6 +90,10 @@ class ReplyPlayer:
         self._stale = False
         self._played: list[tuple[str, float]] = []  # this reply's pieces so far: (text, share played)
         self._play_until = 0.0  # when the audio handed to a self-paced schedule ends
+        self._in_piece = False  # handing a piece's chunks to the sink (else waiting for the next piece)
+        self._voice_until = 0.0  # when the last piece's audio ends
+        # a pause or stop that came between pieces: the voice fell silent here, not when it is applied
+        self._silent_since: float | None = None
         self._ahead = ThreadPoolExecutor(1, thread_name_prefix="tts-ahead")  # a first sentence's rest
 
     # ------------------------------------------------------------ commands
@@ -115,10 +119,12 @@ class ReplyPlayer:
         with self._ready:
             if self.state is PlayerState.PLAYING:
                 self._pause_asked = True
+                self._note_silence()
 
     def resume(self) -> None:
         with self._ready:
             self._pause_asked = False
+            self._silent_since = None
             self._ready.notify_all()
 
     def stop(self) -> None:
@@ -126,8 +132,20 @@ class ReplyPlayer:
         with self._ready:
             if self.state in (PlayerState.PLAYING, PlayerState.PAUSED):
                 self._stop_asked = True
+                self._note_silence()
                 self._wake.set()
                 self._ready.notify_all()
+
+    def _note_silence(self) -> None:
+        """Between pieces (the next sentence not yet synthesized) the voice is already silent:
+        the pause or stop, applied at the next piece's first chunk, is stamped where it fell silent."""
+        if not self._in_piece and self._silent_since is None:
+            self._silent_since = self._voice_until
+
+    def _silenced_at(self) -> float:
+        """When the voice falls silent for the pause or stop being applied now."""
+        noted, self._silent_since = self._silent_since, None
+        return noted if noted is not None else max(self.clock(), self._play_until)
 
     def abandon(self) -> None:
         """The reply's sender went away: end it now; what it sends later is stale."""
@@ -210,6 +228,14 @@ class ReplyPlayer:
 
     def _play(self, speech: Speech, piece: str, sentence: str, cached: bool = False) -> bool:
         """Hand `speech` to the sink chunk by chunk, holding while paused; False once stopped."""
+        self._in_piece = True
+        try:
+            return self._hand_over(speech, piece, sentence, cached)
+        finally:
+            self._in_piece = False
+            self._voice_until = max(self.clock(), self._play_until)
+
+    def _hand_over(self, speech: Speech, piece: str, sentence: str, cached: bool) -> bool:
         first = self.state is PlayerState.IDLE
         if first:
             self._begin_reply()
@@ -243,7 +269,7 @@ class ReplyPlayer:
                 return
             self.state = PlayerState.PAUSED
             self.pauses += 1
-            self.events.interruption(max(self.clock(), self._play_until), "pause")
+            self.events.interruption(self._silenced_at(), "pause")
             while self._pause_asked and not self._stop_asked and not self._stopping.is_set():
                 self._ready.wait(0.1)
             if self._stop_asked or self._stopping.is_set():
@@ -257,6 +283,7 @@ class ReplyPlayer:
         self.replies += 1
         self.state = PlayerState.PLAYING
         self._stop_asked = self._pause_asked = False
+        self._silent_since = None
         self._wake.clear()
         self._played = []
         self._play_until = self.clock()
@@ -295,7 +322,9 @@ class ReplyPlayer:
 
     def _interrupt(self, cut: tuple[str, float]) -> None:
         self.barge_ins += 1
-        self.events.interruption(max(self.clock(), self._play_until), "stop")
+        with self._ready:
+            silenced = self._silenced_at()
+        self.events.interruption(silenced, "stop")
         self.events.played(heard_text([*self._played, cut]))
         self._close_reply(then=PlayerState.DISCARDING)
 
