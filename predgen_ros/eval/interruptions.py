@@ -93,6 +93,7 @@ class TrialResult:
     new_turn: str = ""  # the transcript of a turn made after the event, if any
     silence_s: float | None = None  # barge-in: the event's onset to the pause or stop
     talked_on_s: float | None = None  # a barge-in the voice never paused for: the onset to its reply's own end
+    onset_at: float | None = None  # wall time of the event's first voiced sample (to find it in a recording of the run)
     answered: bool = False
     played: str = ""  # tts/played after the stop
     history: str = ""  # the answer's previous_reply
@@ -271,7 +272,7 @@ def _play_trial(rec: Recorder, feed: AudioFeed, result: TrialResult, trial: Tria
     rec.spin_for(trial.after_s)
     speaking = len(rec.speaking)
     began = feed.play(event)
-    onset = began + trial.onset_s
+    onset = result.onset_at = began + trial.onset_s
     if trial.kind == "barge_in":  # its answer: a report for a turn after the onset, then the robot silent again
         answer = lambda: [r for r in rec.reports[reports:] if float(r["t_end_of_speech"]) > onset]  # noqa: E731
         give_up = began + len(event) / SAMPLE_RATE + ANSWER_WAIT_S
