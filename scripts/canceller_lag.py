@@ -21,17 +21,12 @@ mean that the graph decided on its audio alone, not late for want of CPU.
 from __future__ import annotations
 
 import argparse
-import re
-import wave
 from pathlib import Path
 
 import numpy as np
 
-from predgen_ros.audio.asr import StreamingAsr, make_vad
-from predgen_ros.audio.double_talk import EchoGuardedVad
-from predgen_ros.audio.echo import FRAME, EchoCanceller
-from predgen_ros.audio.echo_hearing import EchoHearing
 from predgen_ros.audio.pcm import SAMPLE_RATE
+from predgen_ros.eval.hearing_replay import align, graph_pauses, read_inputs, replayed_voice_starts
 
 WINDOW_S = 1.0
 HOP_S = 0.5
@@ -39,17 +34,6 @@ LAGS_S = (-0.1, 0.25)  # the lags searched: the echo up to 0.1 s ahead of its re
 MIN_REFERENCE_SHARE = 0.8  # a window counts when the reference sounds in this share of its 10 ms frames
 MIN_MATCH = 0.3  # and the microphone matches the reference this well at the best lag (normalized)
 MOVED_S = 0.002  # consecutive windows whose lags differ more than this: the path moved
-CHUNK = SAMPLE_RATE // 50  # asr_node's 20 ms microphone chunks
-MATCH_S = 0.1  # a replayed voice start this close to a graph's pause (at the best offset) is the same decision
-GRAPH_PAUSE = re.compile(r"\[(\d+\.\d+)\] \[asr_node\]: turn: pause \(voice start\)")
-
-
-def read_inputs(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    with wave.open(str(path), "rb") as wav:
-        if wav.getnchannels() != 2 or wav.getframerate() != SAMPLE_RATE:
-            raise SystemExit(f"{path}: not a canceller-inputs.wav (stereo, {SAMPLE_RATE} Hz)")
-        pcm = np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2").reshape(-1, 2)
-    return pcm[:, 0].astype(np.float64), pcm[:, 1].astype(np.float64)
 
 
 def best_lag(mic: np.ndarray, reference: np.ndarray) -> tuple[float, float]:
@@ -94,50 +78,15 @@ def describe(name: str, found: list[tuple[float, float]]) -> str:
     )
 
 
-class _NoRecognizer:
-    """Voice starts need no words."""
-
-    def start(self) -> None: ...
-    def accept(self, pcm: bytes) -> str:
-        return ""
-
-    def finish(self) -> str:
-        return ""
-
-
-def replayed_voice_starts(mic: np.ndarray, reference: np.ndarray) -> list[float]:
-    """Stream times (s) at which asr_node's hearing, given these inputs, opens an
-    utterance over the robot's echo (the owner pauses the robot there)."""
-    mic, reference = mic.astype(np.int16), reference.astype(np.int16)
-    canceller, guarded = EchoCanceller(), EchoGuardedVad(make_vad("webrtc", 2))
-    hearing, asr = EchoHearing(canceller, guarded), StreamingAsr(_NoRecognizer(), vad=guarded)
-    starts = []
-    for at in range(0, len(mic) - CHUNK + 1, CHUNK):
-        t = at / SAMPLE_RATE
-        for k in range(0, CHUNK, FRAME):  # the reference as paired: each frame's own
-            canceller.played(t + k / SAMPLE_RATE, reference[at + k : at + k + FRAME].tobytes())
-        asr.feed(hearing.chunk(asr, mic[at : at + CHUNK].tobytes(), t))
-        if any(what in ("start", "resumed") for what, _ in asr.voice_changes()) and guarded.echo_present:
-            starts.append(t + CHUNK / SAMPLE_RATE)
-    return starts
-
-
 def match_graph(starts: list[float], log: Path) -> str:
     """The graph's pauses at a voice start against the replay's, at the offset that matches most."""
-    graph = np.array([float(t) for t in GRAPH_PAUSE.findall(log.read_text())])
-    if not len(graph) or not starts:
-        return f"{log.name}: {len(graph)} pauses at a voice start, {len(starts)} replayed: nothing to match"
-    replay = np.array(starts)
-    gaps = lambda offset: np.min(np.abs(replay[None, :] + offset - graph[:, None]), axis=1)  # noqa: E731
-    guesses = (graph[:, None] - replay[None, :]).ravel()  # every pairing's offset; the right one recurs
-    offset = max(guesses, key=lambda o: int(np.sum(gaps(o) < MATCH_S)))
-    matched = gaps(offset) < MATCH_S
-    nearest = replay[np.argmin(np.abs(replay[None, :] + offset - graph[:, None]), axis=1)]
-    spread = np.abs((graph - nearest)[matched] - np.median((graph - nearest)[matched]))
+    found = align(starts, graph_pauses(log))
+    if found is None:
+        return f"{log.name}: {len(graph_pauses(log))} pauses at a voice start, {len(starts)} replayed: nothing to match"
     return (
-        f"{log.name}: {int(matched.sum())} of the graph's {len(graph)} pauses at a voice start are replayed decisions "
-        f"({len(replay)} replayed), at one offset within p90 {np.percentile(spread, 90) * 1000:.0f} / "
-        f"max {spread.max() * 1000:.0f} ms"
+        f"{log.name}: {found.matched} of the graph's {found.graph} pauses at a voice start are replayed decisions "
+        f"({found.replayed} replayed), at one offset within p90 {found.spread_p90_s * 1000:.0f} / "
+        f"max {found.spread_max_s * 1000:.0f} ms"
     )
 
 
