@@ -40,3 +40,17 @@ def test_a_barge_in_talked_over_counts_as_missed_with_how_long_the_robot_talked_
     assert row["silence_p90_s"] < 0.3 < row["silence_p90_with_missed_s"]
     line = format_summary({"pause-open": summarize([*stopped, talked_over])["pause-open"]}).splitlines()[-1]
     assert "| 1/10 (talked on 1.50 s) |" in line and f"({row['silence_p90_with_missed_s']:.3f} with those)" in line
+
+
+def test_pauses_before_the_event_are_counted_as_the_robots_own():
+    """A reply that paused before the user said anything over it paused for its own voice:
+    counted over the event trials, beside the replies with nothing said."""
+    results = [
+        result("backchannel", 0, paused_early=True),
+        result("burst", 1),
+        result("barge_in", 2, stopped=True, silence_s=0.2, answered=True, new_turn="how far away is the moon"),
+        result("silence", 1000),
+    ]
+    row = summarize(results)["pause-open"]
+    assert row["paused_early"] == {"replies": 3, "paused": 1}
+    assert "| 0 / 0 / 0 of 1 | 1 of 3 | 0 | 0 |" in format_summary({"pause-open": row})

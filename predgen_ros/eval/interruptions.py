@@ -18,6 +18,8 @@ the new request).  Scored from what the graph published:
   answered        the barge-in got a reply of its own
   history         the answer's prompt held, as the earlier reply, exactly what tts/played said was heard
   reply lost      a request without its whole reply: none came, a false stop, or a barge-in left unanswered
+  paused early    the voice paused in a reply before the trial's event began, the user silent
+                  since the request (OWN_PAUSE_AFTER_S after its last word): the robot's own voice
   ran on          the robot was not silent REPLY_TIMEOUT_S after the trial (it kept answering
                   its own voice): the evaluation stopped it, as an operator would; after
                   RAN_ON_LIMIT such trials the run of that hearing ends (the table's `trials`)
@@ -48,6 +50,7 @@ CHUNK_S = AUDIO_CHUNK_MS / 1000  # the microphone's chunks, as asr_node's own mi
 NODES = ("asr_node", "predgen_node", "tts_node")
 REPLY_TIMEOUT_S = 60.0
 REACTION_S = 0.3  # an event whose onset came later than this before the reply's natural end was not over the robot
+OWN_PAUSE_AFTER_S = 0.5  # a pause this long after the request's last voiced sample was not the user's
 QUIET_S = 2.0  # a trial starts once the robot has been silent, with no new turn, this long
 EVAL_STOPS = 3  # a robot still talking to itself after this many of the evaluation's stops ends the hearing
 RAN_ON_LIMIT = 3  # trials after which the robot ran on before a hearing ends: each costs minutes, and the finding is made
@@ -94,6 +97,7 @@ class TrialResult:
     silence_s: float | None = None  # barge-in: the event's onset to the pause or stop
     talked_on_s: float | None = None  # a barge-in the voice never paused for: the onset to its reply's own end
     onset_at: float | None = None  # wall time of the event's first voiced sample (to find it in a recording of the run)
+    paused_early: bool = False  # the voice paused before the event, with the user silent: its own voice paused it
     answered: bool = False
     played: str = ""  # tts/played after the stop
     history: str = ""  # the answer's previous_reply
@@ -273,6 +277,8 @@ def _play_trial(rec: Recorder, feed: AudioFeed, result: TrialResult, trial: Tria
     speaking = len(rec.speaking)
     began = feed.play(event)
     onset = result.onset_at = began + trial.onset_s
+    user_silent = request_end + REACTION_S + OWN_PAUSE_AFTER_S
+    result.paused_early = any(what == "pause" and user_silent < t < onset - CHUNK_S for t, what in rec.voice[voice:])
     if trial.kind == "barge_in":  # its answer: a report for a turn after the onset, then the robot silent again
         answer = lambda: [r for r in rec.reports[reports:] if float(r["t_end_of_speech"]) > onset]  # noqa: E731
         give_up = began + len(event) / SAMPLE_RATE + ANSWER_WAIT_S
@@ -434,6 +440,8 @@ def summarize(results: list[TrialResult]) -> dict:
                     "resumed": sum(r.resumed for r in of_kind),
                     "new_turns": sum(bool(r.new_turn) for r in of_kind),
                 }
+        events = [r for r in results if r.policy == policy and r.spoke and r.kind != SILENCE]
+        row["paused_early"] = {"replies": len(events), "paused": sum(r.paused_early for r in events)}
         row["lost_replies"] = sum(r.lost for r in results if r.policy == policy)
         row["ran_on"] = sum(r.ran_on for r in results if r.policy == policy)
         summary[policy] = row
@@ -454,9 +462,10 @@ def format_summary(summary: dict) -> str:
     lines = [
         "| policy | trials | acknowledgements: false stops | resumed pauses | new turns | bursts: false stops | resumed pauses | "
         "new turns | barge-ins: missed | silence p50 / p90 (s) | answered | history = played | WER of their turns | "
-        "replies with nothing said: self-pauses / self-stops / turns of its own voice | replies lost | "
+        "replies with nothing said: self-pauses / self-stops / turns of its own voice | "
+        "paused before the event, the user silent | replies lost | "
         "ran on (stopped by the evaluation) |",
-        "|---|" + "---:|" * 15,
+        "|---|" + "---:|" * 16,
     ]
     for policy, row in summary.items():
         a, b, c = row["backchannel"], row["burst"], row["barge_in"]
@@ -465,12 +474,13 @@ def format_summary(summary: dict) -> str:
             f"{quiet['self_pauses']} / {quiet['self_stops']} / {quiet['own_voice_turns']} of {quiet['replies']}" if quiet else "-"
         )
         wer = "-" if c["turn_wer"] is None else f"{c['turn_wer']:.1%}"
+        early = f"{row['paused_early']['paused']} of {row['paused_early']['replies']}" if "paused_early" in row else "-"
         lines.append(
             f"| {policy} | {row['trials']} | {a['false_stops']}/{a['events']} ({a['false_stop_rate']:.0%}) | {a['resumed']} | {a['new_turns']} "
             f"| {b['false_stops']}/{b['events']} ({b['false_stop_rate']:.0%}) | {b['resumed']} | {b['new_turns']} "
             f"| {c['missed']}/{c['events']}{talked_on(c)} | {fmt(c['silence_p50_s'])} / {fmt(c['silence_p90_s'])}"
             f"{with_missed(c)} "
-            f"| {c['answered']}/{c['events']} | {c['history_matches']}/{c['events']} | {wer} | {own} | {row['lost_replies']} "
+            f"| {c['answered']}/{c['events']} | {c['history_matches']}/{c['events']} | {wer} | {own} | {early} | {row['lost_replies']} "
             f"| {row['ran_on']} |"
         )
     return "\n".join(lines)
