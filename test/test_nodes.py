@@ -159,6 +159,17 @@ def test_unknown_asr_backend():
     assert_startup_error(run_node("asr_node", "-p", "asr.backend:=nemo"), "asr.backend", "nemo")
 
 
+def test_a_bad_recognizer_fails_before_the_echo_canceller_loads():
+    """livekit's native runtime once aborted a node at exit (code -6, not the error's 2): a
+    node whose recognizer setting is wrong never loads it."""
+    code = (
+        "import sys; from predgen_ros.nodes import asr_node; "
+        "rc = asr_node.main(['--ros-args', '-p', 'asr.backend:=nemo']); print('livekit' in sys.modules, rc)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.stdout.split() == ["False", "2"], result.stderr[-2000:]
+
+
 def write_user_speech(path, texts, gap_s):
     """`texts` spoken by the Piper voice, `gap_s` of silence after each, as a 16 kHz WAV;
     returns the true end of each utterance (its last loud sample), in seconds."""

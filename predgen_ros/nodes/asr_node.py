@@ -208,11 +208,6 @@ class AsrNode(ManagedNode):
             raise StartupError(
                 f"asr.echo_cancel: unknown canceller {self.p['asr.echo_cancel']!r} (choose one of {', '.join(ECHO_CANCELLERS)})"
             )
-        if self.p["asr.echo_cancel"] == "webrtc" and self.p["asr.backend"] != "text":
-            try:
-                self.echo = EchoCanceller()
-            except AsrError as err:
-                raise StartupError(str(err)) from None
         self._source = self._open_source()
 
     def activate(self) -> None:
@@ -265,6 +260,13 @@ class AsrNode(ManagedNode):
             recognizer = make_recognizer(backend, self.p["asr.vosk.model_path"], self._whisper_settings())
         except AsrError as err:
             raise StartupError(str(err)) from None
+        # the canceller only once the recognizer is known good: its native runtime (livekit's) can
+        # abort the process at exit instead of the one-line error's exit code 2
+        if self.p["asr.echo_cancel"] == "webrtc":
+            try:
+                self.echo = EchoCanceller()
+            except AsrError as err:
+                raise StartupError(str(err)) from None
         try:
             vad = make_vad(self.p["asr.vad"], self.p["asr.vad_mode"])
             if self.echo is not None:
