@@ -30,7 +30,15 @@ import numpy as np
 
 from predgen_ros.audio.echo import FRAME, EchoCanceller
 from predgen_ros.audio.pcm import SAMPLE_RATE
-from predgen_ros.eval.hearing_replay import align, graph_pauses, load_trials, read_inputs, replayed_voice_starts
+from predgen_ros.eval.hearing_replay import (
+    EVENT_AFTER_S,
+    EVENT_BEFORE_S,
+    align,
+    graph_pauses,
+    load_trials,
+    read_inputs,
+    replayed_voice_starts,
+)
 
 USER_S = 0.3
 ROBOT_S, GUARD_S = 4.0, 0.3
@@ -125,7 +133,7 @@ def main() -> None:
     print(f"per barge-in: shipped hearing's start / coherence rule ({COHERENCE_BELOW} on {RUN_OF} of {RUN_IN}), s after onset")
     for number, o in onsets:
         onset_s = o / per_s
-        mine = replay[(replay >= onset_s - 0.1) & (replay <= onset_s + 2.0)]
+        mine = replay[(replay >= onset_s - EVENT_BEFORE_S) & (replay <= onset_s + EVENT_AFTER_S)]
         hit = np.flatnonzero(fired[max(0, o - 5) : o + 2 * per_s])
         shipped = f"{mine[0] - onset_s:.2f}" if len(mine) else "-"
         rule = f"{(hit[0] + max(0, o - 5) - o) / per_s:.2f}" if len(hit) else "-"
