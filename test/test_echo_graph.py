@@ -32,6 +32,7 @@ def room_graph(tmp_path_factory):
         rec.wait_active(NODES)
         rec.spin_until(lambda: rec.reset.service_is_ready() and rec.hears_the_graph(), 120, "the graph")
         feed = AudioFeed(rec.node, room)
+        rec.wait_connected(NODES)
         yield rec, feed
         feed.close()
         rec.close()

@@ -70,12 +70,8 @@ def tts(tmp_path, request):
         listener = Listener()
         listener.probe.graph = graph
         listener.probe.wait_active(["tts_node"])
-        listener.spin_until(
-            lambda: (
-                listener.say.get_subscription_count() > 0 and listener.decision.get_subscription_count() > 0 and listener.health
-            ),
-            graph=graph,
-        )
+        listener.probe.wait_connected(["tts_node"])
+        listener.spin_until(lambda: listener.health, graph=graph)
         yield graph, listener, tmp_path / "wav"
         listener.node.destroy_node()
     rclpy.try_shutdown()

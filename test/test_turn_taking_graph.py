@@ -30,7 +30,7 @@ def live(tmp_path_factory):
         rec.wait_active(NODES)
         rec.spin_until(lambda: rec.reset.service_is_ready() and rec.node.count_subscribers("audio/user") > 0, 120, "the graph")
         feed = AudioFeed(rec.node)
-        rec.spin_for(1.0)
+        rec.wait_connected(NODES)
         yield rec, feed
         feed.close()
         rec.close()

@@ -125,8 +125,7 @@ class SpokenUser(ReportListener):
         """Each utterance once the graph listens and the last reply has ended; the
         indices of the reports that came for each."""
         silence = lambda s: b"\0" * (2 * int(s * SAMPLE_RATE))  # noqa: E731
-        self.spin_until(lambda: self.value("asr_node", "state") == AsrState.LISTENING.value, 120.0, "asr_node to listen")
-        self.spin_until(lambda: self.audio.get_subscription_count() > 0, 30.0, "asr_node to hear audio/user")
+        self.wait_connected(self.graph.nodes)  # asr_node listens once predgen_node hears it
         heard = []
         for pcm in utterances:
             before = len(self.reports)

@@ -355,6 +355,7 @@ def run_policy(
                 120,
                 "the graph",
             )
+            rec.wait_connected(NODES)
             rec.wait_quiet()
             for i, (trial, question, event) in enumerate(trials):
                 if room is not None and i % ROOM_BLOCK == 0:  # between trials, so never mid-reply

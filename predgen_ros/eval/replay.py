@@ -117,6 +117,7 @@ class Player(GraphProbe):
             timeout,
             "the graph to come up",
         )
+        self.wait_connected(graph.nodes, timeout)
 
     def play(
         self,

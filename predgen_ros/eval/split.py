@@ -238,7 +238,7 @@ def run_faults(out: Path, params_file: Path | None = None) -> dict:
             robot = RobotSide(split.graph)
             try:
                 robot.probe.wait_active(("asr_node", "tts_node", "predgen_node"))
-                robot.probe.spin_for(2.0)  # asr_node hears silence first; discovery settles both ways
+                robot.probe.wait_connected(split.graph.nodes)
                 result["link_down"] = fault_link_down(split, robot, questions[0])
                 result["predgen_restart"] = fault_predgen_restart(split, robot, questions[1], questions[2])
                 result["workstation_gone"] = fault_workstation_gone(split, robot, questions[0])
@@ -302,7 +302,7 @@ def _one_setup(split: SplitGraph, rate: str | None, questions, progress, timelin
             robot = RobotSide(split.graph)
             try:
                 robot.probe.wait_active(("asr_node", "tts_node", "predgen_node"))
-                robot.probe.spin_for(2.0)
+                robot.probe.wait_connected(split.graph.nodes)
                 for text, clip in questions:
                     robot.quiet()
                     onset = robot.feed.play(clip)

@@ -325,6 +325,8 @@ class AsrNode(ManagedNode):
                 continue
 
     def _on_audio(self, msg: Int16MultiArray) -> None:
+        if self.state not in (AsrState.LISTENING, AsrState.MUTED):
+            return  # not listening yet: stale audio would be heard late, with wrong times
         rate = audio_rate(msg)
         if rate not in (None, SAMPLE_RATE):  # unlabelled chunks are taken as 16 kHz
             label = msg.layout.dim[0].label
@@ -437,8 +439,9 @@ class AsrNode(ManagedNode):
 
         Stream time maps to wall time at each chunk's arrival, so a source that
         pauses (a replay waiting for the robot's reply) keeps its stamps right."""
-        if not paced:
-            self._wait_for_listeners(need_tts=False)
+        # every source waits: what it hears before predgen_node's readers match is lost to it
+        # (a demo beside a busy CPU once lost its first question so); live audio meanwhile is dropped
+        self._wait_for_listeners(need_tts=False)
         self.state = AsrState.LISTENING
         start = t0 = time.time()
         heard_s = 0.0

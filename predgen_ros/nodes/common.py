@@ -17,6 +17,8 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
+from .matching import matched_endpoints
+
 # Text topics: reliable and deep enough that a reply's sentences are never dropped.
 TEXT_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 # robot_speaking is a state, offered transient local: a late joiner that asks for it (a
@@ -210,9 +212,12 @@ class ManagedNode(LifecycleNode):
         return OK, self.lifecycle_state, {}
 
     def _report(self) -> tuple[int, str, dict[str, Any]]:
-        if self.lifecycle_state in ("inactive", "active"):
+        if self.lifecycle_state == "active":
             level, message, values = self.health()
-            return level, message if self.lifecycle_state == "active" else f"inactive ({message})", values
+            return level, message, values | matched_endpoints(self)
+        if self.lifecycle_state == "inactive":
+            level, message, values = self.health()
+            return level, f"inactive ({message})", values
         if self.failure:
             return ERROR, f"unconfigured: {self.failure}", {}
         return OK, self.lifecycle_state, {}

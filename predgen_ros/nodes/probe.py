@@ -17,7 +17,9 @@ from diagnostic_msgs.msg import DiagnosticArray
 from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState, GetState
 
+from .asr_node import AsrState
 from .bringup import Graph, GraphError
+from .matching import unmatched
 
 ASK_AGAIN_S = 5.0  # a lifecycle state asked for and not answered within this is asked again
 TRANSITIONS = {
@@ -118,6 +120,34 @@ class GraphProbe:
 
         for node in nodes:
             self.spin_until(lambda node=node: active(node), max(0.0, deadline - time.time()), f"{node} to become active")
+
+    def wait_connected(self, nodes, timeout: float = 120.0) -> None:
+        """Until every writer of this process and of `nodes` has matched every reader of
+        its topic, on both sides (matching.py), and an asr_node fed from here listens.
+        Only reports sent from now on count: an earlier one may predate a re-activation."""
+        for node in nodes:
+            self.health.pop(node, None)
+        awaited = ""
+
+        def connected() -> bool:
+            nonlocal awaited
+            awaited = self._not_connected(nodes)
+            return not awaited
+
+        if not self.wait_for(connected, timeout):
+            raise GraphError(f"timed out after {timeout:g} s waiting for {awaited}")
+
+    def _not_connected(self, nodes) -> str:
+        """What wait_connected still waits for, in words; "" when nothing."""
+        reports = {node: self.health.get(node, (0, "", {}))[2] for node in nodes}
+        if waiting := [node for node, values in reports.items() if "writers_matched" not in values]:
+            return f"the diagnostics of {', '.join(waiting)} while active"
+        if awaited := unmatched(reports, self.node):
+            return awaited
+        fed = "/audio/user=" in reports.get("asr_node", {}).get("writers_matched", "")
+        if fed and self.value("asr_node", "state") not in (AsrState.LISTENING.value, AsrState.MUTED.value):
+            return "asr_node to listen (it does once predgen_node hears it)"
+        return ""
 
     def close(self) -> None:
         self.node.destroy_node()
