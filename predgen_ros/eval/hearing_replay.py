@@ -63,23 +63,47 @@ def shipped_detector() -> EchoGuardedVad:
     return EchoGuardedVad(make_vad("webrtc", 2))
 
 
-def replayed_voice_starts(
+@dataclass
+class VoiceSpan:
+    """One utterance the replayed hearing opened (stream times, s)."""
+
+    opened: float  # the chunk's end at which it opened (the owner pauses the robot here)
+    began: float  # where its voice began, read back over the echo as asr_node dates it
+    ended: float | None  # its voice's last end (asr/voice `end`): pauses inside count, as turn.min_speech_s times it
+    over_echo: bool  # opened while the robot's echo may be at the microphone
+
+    @property
+    def voiced_s(self) -> float | None:
+        return None if self.ended is None else self.ended - self.began
+
+
+def replayed_voice(
     mic: np.ndarray, reference: np.ndarray, detector: Callable[[], EchoGuardedVad] = shipped_detector
-) -> list[float]:
-    """Stream times (s) at which asr_node's hearing, given these inputs, opens an
-    utterance over the robot's echo (the owner pauses the robot there)."""
+) -> list[VoiceSpan]:
+    """Every utterance asr_node's hearing, given these inputs, opens, with its voice's span."""
     mic, reference = mic.astype(np.int16), reference.astype(np.int16)
     canceller, guarded = EchoCanceller(), detector()
     hearing, asr = EchoHearing(canceller, guarded), StreamingAsr(_NoRecognizer(), vad=guarded)
-    starts = []
+    spans: list[VoiceSpan] = []
     for at in range(0, len(mic) - CHUNK + 1, CHUNK):
         t = at / SAMPLE_RATE
         for k in range(0, CHUNK, FRAME):  # the reference as paired: each frame's own
             canceller.played(t + k / SAMPLE_RATE, reference[at + k : at + k + FRAME].tobytes())
         asr.feed(hearing.chunk(asr, mic[at : at + CHUNK].tobytes(), t))
-        if any(what in ("start", "resumed") for what, _ in asr.voice_changes()) and guarded.echo_present:
-            starts.append(t + CHUNK / SAMPLE_RATE)
-    return starts
+        for what, stamped in asr.voice_changes():
+            if what in ("start", "resumed"):
+                spans.append(VoiceSpan(t + CHUNK / SAMPLE_RATE, hearing.voice_began(asr, stamped), None, guarded.echo_present))
+            elif what == "end" and spans:
+                spans[-1].ended = stamped
+    return spans
+
+
+def replayed_voice_starts(
+    mic: np.ndarray, reference: np.ndarray, detector: Callable[[], EchoGuardedVad] = shipped_detector
+) -> list[float]:
+    """Stream times (s) at which asr_node's hearing, given these inputs, opens an
+    utterance over the robot's echo (the owner pauses the robot there)."""
+    return [span.opened for span in replayed_voice(mic, reference, detector) if span.over_echo]
 
 
 def graph_pauses(log: Path) -> np.ndarray:
