@@ -73,8 +73,11 @@ def words(text: str) -> list[str]:
 class TurnRules:
     min_words: int = 3  # words (beside acknowledgements) that make speech over the robot a turn
     backchannels: str = BACKCHANNELS  # comma-separated phrases
-    # and seconds of voice: WebRTC's VAD hears Piper's "mm-hmm" for 0.62 s, "why do cats purr?" for 1.08 s
-    min_speech_s: float = 0.8
+    # and seconds of voice: WebRTC's VAD hears Piper's "mm-hmm" for 0.62 s, "why do cats purr?" for 1.08 s.
+    # Over the echo the voice is read back and its end trails on the canceller's tail: in a graph
+    # run's rooms (scripts/voice_spans.py, seed 7) acknowledgements lasted up to 0.86 s, questions
+    # from 1.07 s; at 0.8 s an "mm-hmm" with the robot's residue in its words stopped the reply.
+    min_speech_s: float = 0.95
 
     def __post_init__(self):
         if self.min_words < 1:
