@@ -40,8 +40,9 @@ from enum import StrEnum
 # In pocketsphinx's spelling: it hears Piper's "uh-huh" as "ah", "mhm" as "an h m".
 BACKCHANNELS = "mm hmm, mhm, mm, hmm, uh huh, ah, uh, um, yeah, yes, yep, okay, ok, right, i see, sure, alright, got it"
 INTERRUPTIONS = ("stop", "pause")
-# asr/voice frame_id: an utterance opens / one opens that continues an early final / voice again in it / voice fell silent
-VOICE_KINDS = ("start", "resumed", "more", "end")
+# asr/voice frame_id: an utterance opens / one opens that continues an early final / voice again in it / voice fell
+# silent / the last final stands (no voice came back to continue it)
+VOICE_KINDS = ("start", "resumed", "more", "end", "confirmed")
 TAKE_OVER_S = 0.5  # an utterance heard this soon before robot_speaking went false is a turn (TurnOwner)
 CUT_OFF_MARK = "—"  # ends a reply the user cut off, as the history keeps it
 _WORD = re.compile(r"[a-z0-9']+")
@@ -230,6 +231,8 @@ class TurnOwner:
         """asr/voice (`what` in VOICE_KINDS, `t` its stamp): voice (again) pauses; a pause
         waits `resume_s` from where the voice fell silent."""
         with self._lock:
+            if what == "confirmed":  # about the last final, not this voice: the reply it began stands
+                return Ruling()
             self.span.voice(what, t)
             if what == "resumed":  # the words to come are the turn the early final began
                 self._continues, self._over_robot, self._passing, self._opened_at = True, False, True, self.clock()

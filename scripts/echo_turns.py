@@ -32,7 +32,7 @@ import numpy as np
 from echo_onsets import MIC_CHUNK_S, REPLIES, TTS_CHUNK_S, Voice
 from tqdm import tqdm
 
-from predgen_ros.audio.asr import StreamingAsr, make_vad
+from predgen_ros.audio.asr import AsrEvent, StreamingAsr, in_order, make_vad
 from predgen_ros.audio.double_talk import EchoGuardedVad
 from predgen_ros.audio.echo import EchoCanceller
 from predgen_ros.audio.echo_hearing import EchoHearing
@@ -142,12 +142,13 @@ def hear_trial(
         t += MIC_CHUNK_S
         heard = asr.feed(pcm)
         recognizer.idle()  # Whisper as if instant
-        for what, at_s in asr.voice_changes():
-            if what in ("start", "resumed"):
-                at_s = hearing.voice_began(asr, at_s)
-            speaker.obey(owner.voice(what, at_s).voice, t - clip_at, f"voice {what}")
-        for event_heard in heard:
-            if event_heard.kind == "partial":
+        for event_heard in in_order(heard, asr.voice_changes()):  # as asr_node publishes them
+            if not isinstance(event_heard, AsrEvent):
+                what, at_s = event_heard
+                if what in ("start", "resumed"):
+                    at_s = hearing.voice_began(asr, at_s)
+                speaker.obey(owner.voice(what, at_s).voice, t - clip_at, f"voice {what}")
+            elif event_heard.kind == "partial":
                 speaker.obey(owner.partial(event_heard.text).voice, t - clip_at, event_heard.text)
             else:
                 ruling = owner.final(event_heard.text)

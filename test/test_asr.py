@@ -158,7 +158,8 @@ def test_an_utterance_half_heard_when_the_mute_starts_ends_there(synth):
 
 def test_the_voice_starts_ends_and_comes_back_within_an_utterance(synth):
     """asr/voice's events: start when an utterance opens, end at the last voiced audio
-    once it has been silent a moment, more when the user goes on before the endpoint."""
+    once it has been silent a moment, more when the user goes on before the endpoint, and
+    after the final, "confirmed" (a fixed silence's final cannot be continued: at once)."""
     first, first_s = spoken(synth, "What is the capital")
     second, _ = spoken(synth, "of France?")
     gap = SILENCE_1S[: 2 * 16000 * 3 // 10]  # 0.3 s: longer than VOICE_GAP_S, shorter than the endpoint
@@ -168,6 +169,7 @@ def test_the_voice_starts_ends_and_comes_back_within_an_utterance(synth):
         asr.feed(chunk)
         changes += asr.voice_changes()
     kinds = [what for what, _ in changes]
-    assert kinds == ["start", "end", "more", "end"], changes
+    assert kinds == ["start", "end", "more", "end", "confirmed"], changes
     assert abs(changes[1][1] - first_s) < 0.1  # the end is timed at the last voiced audio
     assert changes[2][1] > changes[1][1] + 0.2
+    assert changes[4][1] == changes[3][1]  # stamped at the final's end of speech

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from predgen_ros.audio.asr import StreamingAsr, make_vad
+from predgen_ros.audio.asr import AsrEvent, StreamingAsr, in_order, make_vad
 from predgen_ros.audio.endpoint import EndpointConfig, Endpointer
 from predgen_ros.audio.pcm import chunks, read_wav
 from predgen_ros.audio.recognizers import make_recognizer
@@ -91,29 +91,49 @@ def test_smart_turn_waits_through_a_hesitation_that_a_fixed_silence_cuts(speech,
     assert len(finals) == 1 and "fun fact about" in finals[0].text
 
 
+def published(asr, pcm):
+    """What asr_node publishes of `pcm`, in order: events and (asr/voice kind, stamp)."""
+    out = []
+    for chunk in chunks(pcm):
+        out += in_order(asr.feed(chunk), asr.voice_changes())
+    return out + in_order(asr.finish_stream(), asr.voice_changes())
+
+
+def contract(out):
+    """Each final's text with the contract's word on it ("confirmed" or "resumed"), in order."""
+    said = [item for item in out if (item.kind == "final" if isinstance(item, AsrEvent) else item[0] in ("confirmed", "resumed"))]
+    return [(a.text, b[0]) for a, b in zip(said[::2], said[1::2])], said
+
+
 def test_speech_resuming_after_an_early_final_continues_its_utterance(speech):
-    """A pause judged complete (here: always) ends the utterance early; the words
-    after it come as partials and a final of the whole question, not a new one."""
+    """A pause judged complete (here: always) ends the utterance early: an eager end of turn.
+    The voice comes back, so asr/voice says "resumed" (not "confirmed") after that final and
+    before any of the continuation's words, which come as partials and a final of the whole
+    question, not a new one; that final is confirmed once the window has passed in silence."""
     hesitant, _ = insert_pause(speech[QUESTIONS[2]], 0.6, 0.6)
     config = EndpointConfig(policy="smart_turn", pause_s=0.15, max_silence_s=1.0)
     asr = StreamingAsr(make_recognizer("pocketsphinx"), endpointer=Endpointer(config, lambda: 1.0), vad=make_vad("silero"))
-    events = []  # as asr_node publishes them: asr/voice first, then the words of the same audio
-    for chunk in chunks(SILENCE[:16000] + hesitant + SILENCE * 2):
-        heard = asr.feed(chunk)
-        events += [kind for kind, _ in asr.voice_changes() if kind in ("start", "resumed")] + heard
-    events += asr.flush()
-    finals = [event for event in events if getattr(event, "kind", None) == "final"]
-    assert len(finals) == 2  # early, then the whole question
-    first, whole = finals[0].text, finals[1].text
+    out = published(asr, SILENCE[:16000] + hesitant + SILENCE * 2)
+    pairs, said = contract(out)
+    assert [kind for _, kind in pairs] == ["resumed", "confirmed"], out  # early, then the whole question
+    first, whole = pairs[0][0], pairs[1][0]
     assert whole.startswith(first + " ") and "fun fact about" in whole
-    after = events[events.index(finals[0]) + 1 :]
-    assert after[0] == "resumed" and "start" not in after  # said before any of the continuation's words
-    partials = [e.text for e in after[1:] if e.kind == "partial"]
+    after = out[out.index(said[0]) + 1 :]
+    assert after[0][0] == "resumed" and "start" not in [item[0] for item in after if not isinstance(item, AsrEvent)]
+    partials = [e.text for e in after[1:] if isinstance(e, AsrEvent) and e.kind == "partial"]
     assert partials and all(text.startswith(first + " ") for text in partials)
+    assert said[3][1] == pytest.approx(said[2].t_speech_end + 1.0)  # confirmed where the window ended
 
 
 def test_a_new_utterance_after_the_continuation_window_stands_alone(speech):
+    """Each eager final is confirmed, at its end of speech plus the window, before the next
+    utterance's voice starts."""
     config = EndpointConfig(policy="smart_turn", pause_s=0.15, max_silence_s=1.0)
     asr = StreamingAsr(make_recognizer("pocketsphinx"), endpointer=Endpointer(config, lambda: 1.0), vad=make_vad("silero"))
-    finals = finals_of(asr, speech[QUESTIONS[0]] + SILENCE * 2 + speech[QUESTIONS[1]] + SILENCE * 2)
-    assert len(finals) == 2 and "capital" not in finals[1].text and not asr.listening_for_more()
+    out = published(asr, speech[QUESTIONS[0]] + SILENCE * 2 + speech[QUESTIONS[1]] + SILENCE * 2)
+    pairs, said = contract(out)
+    assert [kind for _, kind in pairs] == ["confirmed", "confirmed"] and "capital" not in pairs[1][0], out
+    assert not asr.listening_for_more()
+    voice = [item[0] for item in out if not isinstance(item, AsrEvent) and item[0] in ("start", "confirmed")]
+    assert voice == ["start", "confirmed", "start", "confirmed"]
+    assert said[1][1] == pytest.approx(said[0].t_speech_end + 1.0)

@@ -232,3 +232,25 @@ def test_a_record_folder_that_cannot_be_made_is_named(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(AsrError, match=r"^asr.record_dir: cannot make .*file/heard: "):
         HeardAudio(tmp_path / "file" / "heard")
+
+
+def test_a_voice_back_before_the_eager_final_is_transcribed_continues_it(synth, transcriber):
+    """The audio comes faster than Whisper transcribes (no waiting between chunks): the voice
+    comes back while the eager final of "What is the capital" is still being transcribed.
+    asr_node waits for that final, publishes it, then "resumed", and the words after it extend
+    it (before, the voice was a new utterance and the question was split in two turns).
+    Whisper hears the continuation after the early final's audio."""
+    from test_turn_models import contract, published
+
+    from predgen_ros.audio.endpoint import EndpointConfig, Endpointer
+
+    config = EndpointConfig(policy="smart_turn", pause_s=0.15, max_silence_s=1.0)
+    asr = StreamingAsr(WhisperStreamingRecognizer(transcriber), endpointer=Endpointer(config, lambda: 1.0))
+    pause = SILENCE_1S[: 2 * 16000 * 6 // 10]
+    out = published(asr, SILENCE_1S + spoken(synth, "What is the capital") + pause + spoken(synth, "of France?") + SILENCE_1S * 2)
+    asr.close()
+    pairs, _ = contract(out)
+    assert [kind for _, kind in pairs] == ["resumed", "confirmed"], out
+    first, whole = pairs[0][0], pairs[1][0]
+    # heard after the early final's audio (alone, "of France?" is "A friend?" to Whisper tiny.en)
+    assert whole.startswith(first + " ") and "france" in reference_words(whole), out

@@ -66,6 +66,15 @@ class BackgroundRecognizer(Protocol):
     def stop(self) -> None: ...
 
 
+def in_order(events: list[AsrEvent], changes: list[tuple[str, float]]) -> list[AsrEvent | tuple[str, float]]:
+    """One chunk's events (feed) and voice changes (voice_changes) in the order asr_node
+    publishes them: up to the last final, the closed utterances' words; then the voice (a
+    confirmation follows its final, a "resumed" the final it continues, and the voice may
+    pause the robot before the new words); then the open utterance's partials."""
+    closed = max((i + 1 for i, event in enumerate(events) if event.kind is Heard.FINAL), default=0)
+    return [*events[:closed], *changes, *events[closed:]]
+
+
 def make_vad(kind: str = "webrtc", mode: int = 2):
     """A voice activity detector with `frame_bytes` and `is_speech(frame)`."""
     if kind == "webrtc":
@@ -99,7 +108,7 @@ class StreamingAsr:
         read it (its pre-roll too), once its final is known ("" when it made no word)."""
         self.recognizer = recognizer
         self.on_utterance = on_utterance
-        self._utterance_pcm = bytearray()  # with on_utterance: the open utterance's audio
+        self._utterance_pcm = bytearray()  # the open utterance's audio as the recognizer reads it
         self.redecode_final = redecode_final
         self._closing = False
         self.endpointer = endpointer or Endpointer(EndpointConfig(silence_s=endpoint_silence))
@@ -117,13 +126,18 @@ class StreamingAsr:
         # voice later (over the robot's echo, audio/double_talk.py) asks for more
         self.pre_roll_s = PRE_ROLL_S
         self._text_estimate: tuple[str, float] | None = None  # (hypothesis, P(the user is done)) from the LLM
-        self._early: tuple[str, float] | None = None  # (text, speech end) of the last final a pause decided
+        # (text, speech end, audio) of the last final a pause decided: speech soon after it continues it
+        self._early: tuple[str, float, bytes] | None = None
+        # the end-of-turn contract: every final is followed by "confirmed" or "resumed" on asr/voice
+        self._unconfirmed: float | None = None  # the last final's confirmation time (its window's end), until said
+        self._confirmed: list[tuple[str, float]] = []  # confirmations decided in feed(), for voice_changes()
         self._prefix = ""  # that final's text, while the user goes on after it
+        self._prefix_words = 0  # how many of the recognizer's words re-hear it
         self._opened = 0  # utterances opened so far
         self._voice_told = (0, False)  # (utterance, voicing) as voice_changes last told it
         self._background = isinstance(recognizer, BackgroundRecognizer)
-        # closed, not yet transcribed: (prefix, speech end, by a pause, audio for on_utterance)
-        self._pending: deque[tuple[str, float, bool, bytes]] = deque()
+        # closed, not yet transcribed: (prefix, its words, speech end, by a pause, audio)
+        self._pending: deque[tuple[str, int, float, bool, bytes]] = deque()
         self._paused = False  # a background recognizer was told that the voice paused
 
     @property
@@ -166,14 +180,22 @@ class StreamingAsr:
                 self._in_utterance = True
                 self._opened += 1
                 self._hypothesis = ""
-                self._prefix = self._continued_text(voiced)
+                # whether this voice continues an early final needs that final's words
+                events += self._ready_finals(timeout=None if self._owes_early_final(voiced) else 0.0)
+                early = self._continued(voiced)
+                self._settle_final(resumed=early is not None)
+                self._prefix, self._prefix_words, heard_before = (
+                    (early[0], len(early[0].split()), early[2]) if early else ("", 0, b"")
+                )
                 if not self._prefix:
                     self._audio.clear()
                 self._close_recognizer()
                 self.recognizer.start()
                 keep = int(min(self.pre_roll_s, MAX_PRE_ROLL_S) * SAMPLE_RATE) * 2
-                self._unheard = self._pre_roll[max(0, len(self._pre_roll) - keep) :]
-                self._utterance_pcm = bytearray(self._unheard if self.on_utterance else b"")
+                # a continuation is heard with the early final's audio before it: alone, "of France?"
+                # is "A friend?" to Whisper; the words beyond the early final's count are the new ones
+                self._unheard = heard_before + self._pre_roll[max(0, len(self._pre_roll) - keep) :]
+                self._utterance_pcm = bytearray(self._unheard)
             elif self._paused:
                 self.recognizer.voice_resumed()
             self._paused = False
@@ -182,12 +204,11 @@ class StreamingAsr:
             return events
         self._keep_audio(pcm)
         self._unheard += pcm
-        if self.on_utterance:
-            self._utterance_pcm += pcm
+        self._utterance_pcm += pcm
         # a background recognizer takes every chunk (it only queues it) and may have new words
         step = 0 if self._background else int(RECOGNIZER_STEP_S * SAMPLE_RATE) * 2
         if len(self._unheard) >= step:
-            text = self._with_prefix(self._hand_over())
+            text = self._with_prefix(self._hand_over(), self._prefix, self._prefix_words)
             if text and text != self._hypothesis:
                 self._hypothesis = text
                 events.append(AsrEvent(Heard.PARTIAL, text, self._t))
@@ -203,28 +224,65 @@ class StreamingAsr:
         "start" when an utterance opened ("resumed" when it continues an early final:
         its words will extend that final's), "end" once its voice has been silent for
         VOICE_GAP_S (timed at the last voiced audio), "more" when voice came back.
-        This is the one place that decides the user went on after an early final."""
+        This is the one place that decides the user went on after an early final.
+
+        The end-of-turn contract: every final is followed by exactly one "confirmed"
+        (its words are the turn's: the user stayed silent through the window in which
+        they could have gone on, stamped at its end; at once for a final no pause
+        decided) or "resumed" (the next words extend it).  A final at a short pause is
+        thus an eager end of turn that a listener may act on and withdraw."""
+        changes, self._confirmed = self._confirmed, []
+        if self._unconfirmed is not None and self._t >= self._unconfirmed:
+            changes.append(("confirmed", self._unconfirmed))
+            self._unconfirmed = None
         told, voicing = self._voice_told
         if not self._in_utterance:
-            return []
+            return changes
         silent = self._t - self._last_voiced >= VOICE_GAP_S
         if told != self._opened:
             self._voice_told = (self._opened, True)
-            return [("resumed" if self._prefix else "start", self._t)]
+            return changes + [("resumed" if self._prefix else "start", self._t)]
         if voicing == silent:
             self._voice_told = (told, not silent)
-            return [("end", self._last_voiced) if silent else ("more", self._last_voiced)]
-        return []
+            return changes + [("end", self._last_voiced) if silent else ("more", self._last_voiced)]
+        return changes
 
-    def _with_prefix(self, hypothesis: str) -> str:
-        return " ".join(f"{self._prefix} {hypothesis}".split()) if hypothesis.strip() else ""
+    @staticmethod
+    def _with_prefix(hypothesis: str, prefix: str, prefix_words: int) -> str:
+        """A continuation's words: the early final's, then what the recognizer heard beyond
+        its first `prefix_words` (which re-hear that final); "" while it heard nothing new."""
+        new = hypothesis.split()[prefix_words:]
+        return " ".join([*prefix.split(), *new]) if new else ""
 
-    def _continued_text(self, t_voice: float) -> str:
-        """The early final this speech continues ("" when it starts a new utterance)."""
+    def _owes_early_final(self, t_voice: float) -> bool:
+        """A pause closed the last utterance soon enough before `t_voice` that this voice may
+        continue it, and its final is still being transcribed."""
+        if not self._pending:
+            return False
+        _, _, t_speech_end, by_pause, _ = self._pending[-1]
+        return by_pause and t_voice - t_speech_end <= self.endpointer.config.continuation_s
+
+    def _final_out(self, text: str, t_speech_end: float, by_pause: bool, pcm: bytes) -> None:
+        """A final goes out: it may be continued until its window ends, then it is confirmed."""
+        self._settle_final(resumed=False)  # a newer final confirms an older one
+        if by_pause:
+            self._early = (text, t_speech_end, pcm)
+        self._unconfirmed = t_speech_end + (self.endpointer.config.continuation_s if by_pause else 0.0)
+
+    def _settle_final(self, resumed: bool) -> None:
+        """An utterance opens (or a newer final goes out): the last final is resumed (the
+        voice came back in its window: voice_changes says so) or confirmed, stamped at its
+        window's end, which lies before this voice."""
+        if self._unconfirmed is not None and not resumed:
+            self._confirmed.append(("confirmed", self._unconfirmed))
+        self._unconfirmed = None
+
+    def _continued(self, t_voice: float) -> tuple[str, float, bytes] | None:
+        """The early final this speech continues (None when it starts a new utterance)."""
         early, self._early = self._early, None
         if early is None or t_voice - early[1] > self.endpointer.config.continuation_s:
-            return ""
-        return early[0]
+            return None
+        return early
 
     def listening_for_more(self) -> bool:
         """Whether the user may still go on after an early final (a caller that mutes
@@ -263,8 +321,12 @@ class StreamingAsr:
             self.recognizer.stop()
 
     def finish_stream(self, timeout: float | None = None) -> list[AsrEvent]:
-        """The input ended: close the utterance and wait for every final still owed."""
-        return self.flush() + self._ready_finals(timeout)
+        """The input ended: close the utterance and wait for every final still owed.  No
+        voice can continue them now: the last is confirmed at once (voice_changes)."""
+        events = self.flush() + self._ready_finals(timeout)
+        if self._unconfirmed is not None:
+            self._unconfirmed = min(self._unconfirmed, self._t)
+        return events
 
     def _end(self, by_pause: bool) -> list[AsrEvent]:
         """Close the utterance; `by_pause`: the endpoint ended it (the user may go on)."""
@@ -275,18 +337,18 @@ class StreamingAsr:
             if self._unheard:
                 self._hand_over()
             self.recognizer.close(self._t - self._last_voiced)
-            self._pending.append((self._prefix, self._last_voiced, by_pause, bytes(self._utterance_pcm)))
+            self._pending.append((self._prefix, self._prefix_words, self._last_voiced, by_pause, bytes(self._utterance_pcm)))
             return self._ready_finals()
         self._closing = True
         if self.redecode_final and self._unheard:
             self._hand_over()
-        text = self._with_prefix(self._close_recognizer()) if self.redecode_final else ""
+        text = self._with_prefix(self._close_recognizer(), self._prefix, self._prefix_words) if self.redecode_final else ""
         text = text or self._hypothesis
-        self._heard(bytes(self._utterance_pcm), text, self._last_voiced)
+        pcm = bytes(self._utterance_pcm)
+        self._heard(pcm, text, self._last_voiced)
         if not text:
             return []  # noise that never became words
-        if by_pause:
-            self._early = (text, self._last_voiced)
+        self._final_out(text, self._last_voiced, by_pause, pcm)
         return [AsrEvent(Heard.FINAL, text, self._t, self._last_voiced)]
 
     def _ready_finals(self, timeout: float | None = 0.0) -> list[AsrEvent]:
@@ -297,13 +359,12 @@ class StreamingAsr:
             text = self.recognizer.final(timeout)
             if text is None:
                 break
-            prefix, t_speech_end, by_pause, pcm = self._pending.popleft()
-            text = " ".join(f"{prefix} {text}".split()) if text.strip() else ""
+            prefix, prefix_words, t_speech_end, by_pause, pcm = self._pending.popleft()
+            text = self._with_prefix(text, prefix, prefix_words)
             self._heard(pcm, text, t_speech_end)
             if not text:
                 continue  # noise that never became words
-            if by_pause:
-                self._early = (text, t_speech_end)
+            self._final_out(text, t_speech_end, by_pause, pcm)
             events.append(AsrEvent(Heard.FINAL, text, self._t, t_speech_end))
         return events
 

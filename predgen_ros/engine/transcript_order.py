@@ -75,9 +75,10 @@ class TranscriptOrder:
 
     def voice(self, kind: str) -> None:
         """An asr/voice event: "resumed" (the speech that follows continues the finalized
-        utterance) arms a reopening; "start" (a new utterance) disarms it.  It may come
-        just before the final it continues, on another topic: it waits for it."""
-        if kind in ("resumed", "start"):
+        utterance) arms a reopening; "start" (a new utterance) and "confirmed" (the final
+        stands) disarm it.  It may come just before the final it continues, on another
+        topic: it waits for it."""
+        if kind in ("resumed", "start", "confirmed"):
             self._resumed = kind == "resumed"
 
     def partial(self, text: str, t: float) -> Arrival:

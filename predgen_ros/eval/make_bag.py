@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..audio.asr import StreamingAsr
+from ..audio.asr import AsrEvent, StreamingAsr, in_order
 from ..audio.endpoint import ENDPOINT_SILENCE_S
 from ..audio.pcm import SAMPLE_RATE, chunks, to_pcm16k
 from ..audio.recognizers import DEFAULT_RECOGNIZER, make_recognizer
@@ -164,6 +164,16 @@ def bag_messages(questions: list[Question], settings: BagSettings, progress=None
         add("asr/speech_end", t, speech_end(stamp_of(ns(event.t_speech_end)), finals))
         add("asr/final", t + 1e-6, String(data=event.text))
 
+    def publish(events, t_audio: float, t_heard: float) -> None:
+        """As asr_node publishes them (asr.in_order): a voice change after a final goes out with it."""
+        t_voice = t_audio
+        for item in in_order(events, asr.voice_changes()):
+            if isinstance(item, AsrEvent):
+                heard(item, t_heard)
+                t_voice = t_heard + 2e-6 if item.kind is Heard.FINAL else t_voice
+            else:
+                add("asr/voice", t_voice, voice_event(stamp_of(ns(item[1])), item[0]))
+
     t_audio = 0.0
     ends = [turn.t_end for turn in turns]
     for chunk in chunks(audio.tobytes(), settings.chunk_s):
@@ -178,10 +188,6 @@ def bag_messages(questions: list[Question], settings: BagSettings, progress=None
         if hasattr(recognizer, "idle"):  # a background recognizer, on a CPU that keeps up
             recognizer.idle()
         t_heard = t_audio + (time.perf_counter() - started)  # published once the recognizer is done
-        for kind, t in asr.voice_changes():  # before the words, as asr_node publishes them
-            add("asr/voice", t_audio, voice_event(stamp_of(ns(t)), kind))
-        for event in events:
-            heard(event, t_heard)
-    for event in asr.finish_stream():  # the audio ended inside an utterance
-        heard(event, t_audio)
+        publish(events, t_audio, t_heard)
+    publish(asr.finish_stream(), t_audio, t_audio)  # the audio ended inside an utterance
     return messages, len(audio) / SAMPLE_RATE

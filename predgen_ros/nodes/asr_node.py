@@ -34,7 +34,7 @@ import numpy as np
 from diagnostic_msgs.msg import KeyValue
 from std_msgs.msg import Bool, Header, Int16MultiArray, String
 
-from ..audio.asr import VADS, StreamingAsr, make_vad
+from ..audio.asr import VADS, AsrEvent, StreamingAsr, in_order, make_vad
 from ..audio.double_talk import ONSET_SHARE, ONSET_WINDOW_S, VOICE_OVER_NOISE_DB, EchoGuardedVad
 from ..audio.echo import ECHO_CANCELLERS, EchoCanceller
 from ..audio.echo_hearing import EchoHearing
@@ -461,16 +461,21 @@ class AsrNode(ManagedNode):
             events = asr.skip(pcm) if muted else asr.feed(pcm)
             if muted and self.guarded_vad is not None:
                 self.guarded_vad.forget()  # the recognizer skipped this audio and dropped what it held
-            for what, t in asr.voice_changes():  # before the words: the voice may pause the robot at once
-                if what in ("start", "resumed") and self.echo is not None:
-                    t = self.hearing.voice_began(asr, t)  # counted late over the echo
-                self.voice_pub.publish(voice_event(stamp(t0 + t), what))
-                self._decide(self.turns.voice(what, t0 + t).voice, cause=f"voice {what}")
-            for event in events:
-                self._publish_event(event, t0)
-        for event in asr.finish_stream():
-            self._publish_event(event, t0)
+            self._publish(asr, events, t0)
+        self._publish(asr, asr.finish_stream(), t0)
         self.state = AsrState.INPUT_FINISHED
+
+    def _publish(self, asr: StreamingAsr, events, t0: float) -> None:
+        """One chunk's words and voice changes, in order (asr.in_order)."""
+        for item in in_order(events, asr.voice_changes()):
+            if isinstance(item, AsrEvent):
+                self._publish_event(item, t0)
+                continue
+            what, t = item
+            if what in ("start", "resumed") and self.echo is not None:
+                t = self.hearing.voice_began(asr, t)  # counted late over the echo
+            self.voice_pub.publish(voice_event(stamp(t0 + t), what))
+            self._decide(self.turns.voice(what, t0 + t).voice, cause=f"voice {what}")
 
     def _publish_event(self, event, t0: float) -> None:
         if event.kind is Heard.PARTIAL:

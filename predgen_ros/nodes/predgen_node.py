@@ -176,7 +176,7 @@ class PredgenNode(ManagedNode):
 
     def _on_voice(self, msg: Header) -> None:
         kind = voice_kind(msg)
-        if kind in ("start", "resumed"):  # where an utterance begins; the voice's gaps are the turn owner's
+        if kind in ("start", "resumed", "confirmed"):  # a turn begins, goes on or stands; the voice's gaps are the turn owner's
             self.worker.mailbox.post(Event(Heard.VOICE, kind, seconds(msg.stamp)))
 
     def _on_speech_end(self, msg: Header) -> None:
