@@ -30,12 +30,19 @@ def test_the_robot_speaking_spans_and_their_overlap_with_the_users_speech():
     assert talk_over_s(spans, 3 * S, 5 * S) == 0.0  # it spoke only before and after
 
 
-def test_words_are_lost_unless_the_last_final_carries_the_early_ones():
-    assert not words_lost(["What is the capital of France?"], closed=True)
-    assert not words_lost(["What is the capital", "what is the capital of France?"], closed=True)  # resumed: answered whole
-    assert words_lost(["What is the capital", "of France?"], closed=True)  # the rest became a turn of its own
-    assert words_lost(["What is the capital"], closed=False)  # nothing after the speech ended
+def test_words_are_lost_unless_the_early_final_was_resumed_and_the_last_carries_it():
+    whole = ("What is the capital of France?", "confirmed")
+    assert not words_lost([whole], closed=True)
+    assert not words_lost([("What is the capital", "resumed"), whole], closed=True)  # answered whole
+    assert words_lost([("What is the capital", "confirmed"), ("of France?", "confirmed")], closed=True)  # a turn of its own
+    assert words_lost([("What is the capital", "resumed"), ("of France?", "confirmed")], closed=True)  # not carried
+    assert words_lost([("What is the capital", None), whole], closed=True)  # the contract never spoke of it
+    assert words_lost([("What is the capital", "confirmed")], closed=False)  # nothing after the speech ended
     assert words_lost([], closed=False)
+
+
+def voice(kind):
+    return ("asr/voice", 0, Header(frame_id=kind))
 
 
 def diagnostics(t_ns, node, **values):
@@ -53,14 +60,17 @@ def test_a_reply_begun_inside_a_pause_is_talk_over_and_the_work_is_counted_per_q
         diagnostics(first.t_start_ns - S, "tts_node", synthesized_s=1.0),
         ("asr/speech_end", 0, Header(stamp=stamp(middle / 1e9))),  # an early final at a pause ...
         ("asr/final", 0, String(data="Tell me")),
+        voice("resumed"),
         *speaking((middle + S // 5, True), (middle + S // 2, False)),  # ... answered, stopped when the user went on
         ("asr/speech_end", 0, Header(stamp=stamp(first.t_end_ns / 1e9))),
         ("asr/final", 0, String(data="Tell me the rest")),
+        voice("confirmed"),
         *speaking((first.t_end_ns + S // 3, True), (first.t_end_ns + 2 * S, False)),
         diagnostics(second.t_start_ns - S, "predgen_node", forward_passes=130),
         diagnostics(second.t_start_ns - S, "tts_node", synthesized_s=4.0),
         ("asr/speech_end", 0, Header(stamp=stamp(second.t_end_ns / 1e9))),
         ("asr/final", 0, String(data="Another question")),
+        voice("confirmed"),
         diagnostics(markers[2].t_start_ns - S // 2, "predgen_node", forward_passes=150),
         diagnostics(markers[2].t_start_ns - S // 2, "tts_node", synthesized_s=6.0),
         ("asr/speech_end", 0, Header(stamp=stamp(markers[2].t_end_ns / 1e9))),
@@ -70,6 +80,8 @@ def test_a_reply_begun_inside_a_pause_is_talk_over_and_the_work_is_counted_per_q
     records = player.records("predgen@fused", markers[:3], [(0, "")] * 3)
     assert [r.talk_over_s for r in records] == [pytest.approx(0.3), 0.0, 0.0]
     assert [r.words_lost for r in records] == [False, False, False]
+    assert [r.withdrawn for r in records] == [1, 0, 0]
+    assert [r.unconfirmed for r in records] == [0, 0, 1]  # the third's final: answered whole, but the contract broken
     assert [r.llm_passes for r in records] == [30, 20, 0]  # the sum is the run's 50
     assert [r.synthesized_s for r in records] == [3.0, 2.0, 0.0]
     for r in records:
@@ -79,4 +91,5 @@ def test_a_reply_begun_inside_a_pause_is_talk_over_and_the_work_is_counted_per_q
     )["fused"]
     assert summary["talk_over_rate"] == pytest.approx(1 / 3) and summary["talk_over_p90_s"] == pytest.approx(0.3)
     assert summary["words_lost"] == [] and summary["llm_passes_per_question"] == pytest.approx(50 / 3)
+    assert summary["replies_withdrawn"] == 1 and summary["finals_without_contract"] == 1
     assert summary["synthesized_s_per_question"] == pytest.approx(5 / 3)

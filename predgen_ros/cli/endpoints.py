@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..audio.asr import VADS
 from ..audio.endpoint import DEFAULT_ENDPOINT_POLICIES, EndpointConfig
+from ..audio.pcm import AUDIO_CHUNK_MS
 from ..engine.config import ConfigError
 from .options import add_asr_backend_option, check_limit, comma_list
 
@@ -41,6 +42,13 @@ def register(sub) -> None:
         default = getattr(DEFAULTS, name)
         ends.add_argument(option, type=float, default=default, dest=name, help=f"{text} (default {default})")
     ends.add_argument("--limit", type=int, default=None, help="only the first N questions of the bag")
+    ends.add_argument(
+        "--audio-chunk-ms",
+        type=int,
+        default=AUDIO_CHUNK_MS,
+        help=f"the audio in chunks of at most this many ms, as a microphone sends it; the endpoint is decided per chunk "
+        f"(default {AUDIO_CHUNK_MS}, as eval's replay)",
+    )
     ends.add_argument(
         "--sweep",
         action="store_true",
@@ -80,7 +88,9 @@ def cmd_endpoints(args: argparse.Namespace) -> int:
         configs = {name: ep.endpoint_config(name, base) for name in args.policies}
     except (EndpointError, ep.BagError) as err:
         raise ConfigError(str(err)) from None
-    audio, markers, t0_ns = ep.load_audio(args.bag, args.limit)
+    if args.audio_chunk_ms <= 0:
+        raise ConfigError(f"--audio-chunk-ms must be > 0, got {args.audio_chunk_ms}")
+    audio, markers, t0_ns = ep.load_audio(args.bag, args.limit, args.audio_chunk_ms)
     text_estimate = ep.TextEstimator(_embedded_lm())
     smart_turn = None
     if args.sweep or any(c.uses_audio for c in configs.values()):

@@ -151,8 +151,9 @@ def score_rule(rule: Rule, pauses: list[Pause], markers: list[QuestionMarker], t
 def sweep_rules() -> list[Rule]:
     """The grid: fixed silences, and each estimate-driven policy over its thresholds and waits."""
     rules = [Rule("fixed", silence_s=s) for s in (0.25, 0.35, 0.5, 0.65, 0.8, 1.0)]
-    pauses, maxes = (0.1, 0.15, 0.2, 0.3), (0.8, 1.0, 1.2)
-    audio_thresholds, text_thresholds = (0.5, 0.7, 0.8, 0.9, 0.95, 0.98), (1e-4, 1e-3, 1e-2, 3e-2, 0.1, 0.2)
+    pauses, maxes = (0.1, 0.15, 0.2, 0.25, 0.3), (0.8, 1.0, 1.2)
+    audio_thresholds = (0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99)
+    text_thresholds = (1e-4, 1e-3, 1e-2, 3e-2, 0.1, 0.2, 0.3, 0.5)
     for pause, most, a in itertools.product(pauses, maxes, audio_thresholds):
         rules.append(Rule("smart_turn", pause, max_silence_s=most, audio_threshold=a))
     for pause, most, t in itertools.product(pauses, maxes, text_thresholds):

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..audio.asr import AsrEvent, StreamingAsr, make_vad
 from ..audio.endpoint import EndpointConfig, Endpointer
-from ..audio.pcm import SAMPLE_RATE
+from ..audio.pcm import AUDIO_CHUNK_MS, SAMPLE_RATE
 from ..audio.recognizers import make_recognizer
 from ..events import Heard
 from ..transcripts import words
@@ -72,9 +72,12 @@ class TextEstimator:
         return self._memo[key]
 
 
-def load_audio(bag: Path, limit: int | None = None) -> tuple[list[tuple[float, bytes]], list[QuestionMarker], int]:
-    """The user's audio chunks (stream time of their end, bytes), the question markers,
-    and the bag time (ns) of stream time 0."""
+def load_audio(
+    bag: Path, limit: int | None = None, chunk_ms: int = AUDIO_CHUNK_MS
+) -> tuple[list[tuple[float, bytes]], list[QuestionMarker], int]:
+    """The user's audio chunks (stream time of their end, bytes), none longer than `chunk_ms`
+    (a bag's 100 ms chunks split, as the graph's replay and a microphone deliver them: the
+    endpoint is decided per chunk), the question markers, and the bag time (ns) of stream time 0."""
     import numpy as np
     from rclpy.serialization import deserialize_message
     from std_msgs.msg import Int16MultiArray
@@ -87,7 +90,13 @@ def load_audio(bag: Path, limit: int | None = None) -> tuple[list[tuple[float, b
     audio, markers = first_questions(audio, markers, limit)
     chunks = [np.asarray(deserialize_message(m.raw, Int16MultiArray).data, dtype=np.int16).tobytes() for m in audio]
     t0_ns = audio[0].t_ns - int(len(chunks[0]) / 2 / SAMPLE_RATE * 1e9)
-    return [((m.t_ns - t0_ns) / 1e9, pcm) for m, pcm in zip(audio, chunks)], markers, t0_ns
+    size = 2 * SAMPLE_RATE * chunk_ms // 1000
+    pieces = []
+    for m, pcm in zip(audio, chunks):
+        end_s = (m.t_ns - t0_ns) / 1e9
+        for at in range(0, len(pcm), size):
+            pieces.append((end_s - (len(pcm) - min(at + size, len(pcm))) / 2 / SAMPLE_RATE, pcm[at : at + size]))
+    return pieces, markers, t0_ns
 
 
 def run_policy(
@@ -242,16 +251,16 @@ def format_endpoint_table(policies: dict) -> str:
 
     lines = [
         "| endpoint policy | audio latency p50 | p90 | false endpoints | talk-over | its overlap p90 | words lost "
-        "| LLM passes per question | speech synthesized per question | baseline p50 | speedup | cut off | without a final "
-        "| recognizer lag p90, worst |",
-        "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|---|---:|",
+        "| replies withdrawn | LLM passes per question | speech synthesized per question | baseline p50 | speedup "
+        "| cut off | without a final | recognizer lag p90, worst |",
+        "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|---|---:|",
     ]
     for name, s in policies.items():
         lines.append(
             f"| {name} | {fmt(s['audio_latency_p50_s'], '.3f')} s | {fmt(s['audio_latency_p90_s'], '.3f')} s | "
             f"{fmt(s['false_endpoint_rate'], '.1%')} | {fmt(s.get('talk_over_rate'), '.1%')} | "
             f"{fmt(s.get('talk_over_p90_s'), '.3f')} s | {', '.join(s.get('words_lost', [])) or '–'} | "
-            f"{fmt(s.get('llm_passes_per_question'), '.1f')} | {fmt(s.get('synthesized_s_per_question'), '.1f')} s | "
+            f"{fmt(s.get('replies_withdrawn'), 'd')} | {fmt(s.get('llm_passes_per_question'), '.1f')} | {fmt(s.get('synthesized_s_per_question'), '.1f')} s | "
             f"{fmt(s['baseline_audio_latency_p50_s'], '.3f')} s | "
             f"{fmt(s['speedup_vs_baseline_p50'], '.2f')}x | {', '.join(s['cut_off']) or '–'} | "
             f"{', '.join(s.get('without_final', [])) or '–'} | {fmt(s.get('recognizer_lag_p90_s_max'), '.3f')} s |"

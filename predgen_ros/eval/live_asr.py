@@ -25,7 +25,7 @@ from .bags import GRAPH_TOPICS, USER_TOPICS, BagError, BagMessage, QuestionMarke
 from .endpoints import endpoint_config
 from .records import TurnRecord, percentile
 from .replay import EvalSettings, GraphRun, Player
-from .talk_over import diagnostics_value, speaking_spans, talk_over_s, words_lost
+from .talk_over import contract_words, diagnostics_value, speaking_spans, talk_over_s, words_lost
 
 # A final whose speech ended this close to the question's end closes the question
 # (the VAD's frames and the voice's fade-out); an inserted hesitation lies much earlier.
@@ -95,6 +95,7 @@ class LivePlayer(Player):
         **GRAPH_TOPICS,
         "asr/final": USER_TOPICS["asr/final"],
         "asr/speech_end": USER_TOPICS["asr/speech_end"],
+        "asr/voice": USER_TOPICS["asr/voice"],  # the end-of-turn contract's word on each final
         "/diagnostics": "diagnostic_msgs/msg/DiagnosticArray",  # the recognizer's lag, the LLM's and the TTS's work
     }
 
@@ -117,14 +118,20 @@ class LivePlayer(Player):
         records = super().records(name, markers, outcomes)
         ends = self._speech_ends()
         finals = [msg.data for topic, _, msg in self.recorded if topic == "asr/final"]  # one speech end before each
+        said = contract_words(self.recorded)
+        said += [None] * (len(finals) - len(said))  # a final the contract never spoke of: counted as broken
         spans = speaking_spans(self.recorded)
         starts = [m.t_start_ns + shift for m, (shift, _) in zip(markers, outcomes)] + [float("inf")]
         for i, (record, marker, (shift_ns, _)) in enumerate(zip(records, markers, outcomes)):
             start, closing = marker.t_start_ns + shift_ns, marker.t_end_ns + shift_ns - int(CLOSING_TOLERANCE_S * 1e9)
             record.early_finals = sum(start <= t < closing for t in ends)
-            heard = [(t, text) for t, text in zip(ends, finals) if starts[i] <= t < starts[i + 1]]
-            record.heard = " ".join(text for _, text in heard)
-            record.words_lost = words_lost([text for _, text in heard], closed=any(t >= closing for t, _ in heard))
+            heard = [(t, text, word) for t, text, word in zip(ends, finals, said) if starts[i] <= t < starts[i + 1]]
+            record.heard = " ".join(text for _, text, _ in heard)
+            record.words_lost = words_lost(
+                [(text, word) for _, text, word in heard], closed=any(t >= closing for t, _, _ in heard)
+            )
+            record.withdrawn = sum(word == "resumed" for _, _, word in heard)
+            record.unconfirmed = sum(word is None for _, _, word in heard)
             record.talk_over_s = talk_over_s(spans, start, marker.t_end_ns + shift_ns)
             record.recognizer_lag_p90_s = diagnostics_value(self.recorded, "asr_node", "recognizer_lag_p90_s", starts[i + 1])
             # the work: counters as reported at 1 Hz, so a question's share may lean on its neighbour's; their sum is exact
@@ -164,6 +171,8 @@ def endpoint_summary(records: list[TurnRecord], summary: dict, runs: list[GraphR
             "talk_over_rate": len(overlaps) / len(rows) if rows else None,
             "talk_over_p90_s": percentile(overlaps, 0.9),
             "words_lost": [r.qid for r in rows if r.words_lost],
+            "replies_withdrawn": sum(r.withdrawn or 0 for r in rows),  # eager finals the user went on after
+            "finals_without_contract": sum(r.unconfirmed or 0 for r in rows),  # neither confirmed nor resumed: must be 0
             "llm_passes_per_question": _mean([r.llm_passes for r in rows]),
             "synthesized_s_per_question": _mean([r.synthesized_s for r in rows]),
             "baseline_audio_latency_p50_s": baseline,

@@ -6,8 +6,10 @@ is done.  Three measures say what that costs:
 - talk-over: the robot's voice began while the user still had words to say (before the
   question's true end of speech); its overlap is how long the two spoke at once.
 - words lost: the question was answered from less than all of it and never again whole
-  (an early final whose words the question's last final does not begin with, or no final
-  after the speech ended at all).
+  (an early final that asr_node did not say "resumed" after, or whose words the question's
+  last final does not begin with, or no final after the speech ended at all).
+- the contract: asr_node follows every final with one "confirmed" or "resumed" on asr/voice
+  (audio/asr.py); the replies withdrawn are the "resumed" ones.
 - the work: the replies begun and the LLM's forward passes (from the latency reports),
   and the seconds of speech synthesized, per question.
 """
@@ -40,15 +42,25 @@ def talk_over_s(spans: list[tuple[int, float]], start_ns: int, end_ns: int) -> f
     return overlap / 1e9
 
 
-def words_lost(finals: list[str], closed: bool) -> bool:
-    """`finals`: what the ASR made of one question, in order; `closed`: one of them came
-    after its speech ended.  Words are lost when an early final's words are not where the
-    last final begins (the user went on and the rest became a turn of its own), or when
-    the question never got a final after its end."""
+def words_lost(finals: list[tuple[str, str | None]], closed: bool) -> bool:
+    """`finals`: what the ASR made of one question, in order, each with the contract's word
+    after it ("confirmed", "resumed", None if none came); `closed`: one of them came after its
+    speech ended.  Words are lost when an early final was not resumed or its words are not
+    where the last final begins (the rest became a turn of its own), or when the question
+    never got a final after its end."""
     if not closed:
         return True
-    last = reference_words(finals[-1])
-    return any(reference_words(early) != last[: len(reference_words(early))] for early in finals[:-1])
+    last = reference_words(finals[-1][0])
+    return any(word != "resumed" or reference_words(early) != last[: len(reference_words(early))] for early, word in finals[:-1])
+
+
+def contract_words(recorded) -> list[str]:
+    """asr/voice's "confirmed" and "resumed", in the order asr_node sent them: the i-th is
+    its word on the i-th final (one topic keeps its order)."""
+    from ..nodes.messages import voice_kind
+
+    kinds = [voice_kind(msg) for topic, _, msg in recorded if topic == "asr/voice"]
+    return [kind for kind in kinds if kind in ("confirmed", "resumed")]
 
 
 def diagnostics_value(recorded, node: str, key: str, before_ns: float) -> float | None:
