@@ -111,3 +111,22 @@ def test_the_sweep_replays_a_rule_on_recorded_pauses():
         ["q"],
     )  # one estimate: 0.35 s
     assert outcome(Rule("fused", pause_s=0.1, silence_s=0.65, text_threshold=0.1)) == (pytest.approx(0.1), [])
+
+
+def test_the_offline_tools_read_a_bags_audio_in_microphone_chunks():
+    """`endpoints` decides per chunk, as asr_node does: the bag's 100 ms chunks are split
+    into 20 ms ones, each stamped at its end, the audio unchanged."""
+    from importlib.resources import files
+    from pathlib import Path
+
+    from predgen_ros.eval.endpoints import load_audio
+
+    sample = Path(str(files("predgen_ros") / "data" / "bags" / "sample"))
+    whole, markers, t0 = load_audio(sample, chunk_ms=100)
+    split, markers_split, t0_split = load_audio(sample, chunk_ms=20)
+    assert (markers, t0) == (markers_split, t0_split)
+    assert b"".join(pcm for _, pcm in split) == b"".join(pcm for _, pcm in whole)
+    assert max(len(pcm) for _, pcm in split) == 640 and len(split) > 4 * len(whole)
+    ends = [t for t, _ in split]
+    assert all(b - a == pytest.approx(0.02) for a, b in zip(ends, ends[1:5]))
+    assert {round(t, 6) for t, _ in whole} <= {round(t, 6) for t in ends}  # a 100 ms chunk's end is its last piece's
