@@ -92,7 +92,7 @@ def test_the_sweep_replays_a_rule_on_recorded_pauses():
 
     def pause(t_voice_end, audio, text, longest):
         steps = [(round(0.1 * n, 1), text) for n in range(1, int(round(longest * 10)) + 1)]
-        return Pause(t_voice_end, audio, steps)
+        return Pause(t_voice_end, {0.1: audio}, steps)
 
     # one question, 0-5 s: a 0.6 s hesitation at 2 s that sounds final but reads unfinished, then the real end
     question = QuestionMarker("q", "text", 0, 5_000_000_000)
@@ -130,3 +130,23 @@ def test_the_offline_tools_read_a_bags_audio_in_microphone_chunks():
     ends = [t for t, _ in split]
     assert all(b - a == pytest.approx(0.02) for a, b in zip(ends, ends[1:5]))
     assert {round(t, 6) for t, _ in whole} <= {round(t, 6) for t in ends}  # a 100 ms chunk's end is its last piece's
+
+
+def test_the_sweep_asks_smart_turn_at_each_rules_own_pause():
+    """A policy asks Smart Turn when the pause reaches its pause_s, with that much silence
+    in the model's window: the sweep records the score at each grid pause and a rule reads
+    its own (it read the 0.1 s score for every pause once)."""
+    from predgen_ros.eval.endpoint_sweep import PAUSES_S, PauseRecorder, Rule
+
+    asked = []
+    recorder = PauseRecorder(
+        EndpointConfig(policy="fused", pause_s=0.1, max_silence_s=1.3),
+        lambda: asked.append(1) or 0.5 + len(asked) / 10,
+        lambda: 9.0,
+    )
+    for n in range(1, 14):
+        recorder.ends(round(0.1 * n, 2) + 0.02)
+    (pause,) = recorder.pauses
+    assert sorted(pause.audio) == list(PAUSES_S) and len(asked) == len(PAUSES_S)  # once per grid pause
+    assert Rule("smart_turn", pause_s=0.1, audio_threshold=0.7).fires(pause) == pytest.approx(1.02)  # 0.6 at 0.1 s: max
+    assert Rule("smart_turn", pause_s=0.3, audio_threshold=0.7).fires(pause) == pytest.approx(0.32)  # later scores rose

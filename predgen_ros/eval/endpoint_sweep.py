@@ -3,7 +3,8 @@
 One pass of the bag's audio through the streaming ASR with a recorder in the
 endpointer's place: it never ends an utterance before `observe_s` of silence,
 and at every pause of at least `pause_s` it keeps Smart Turn's probability
-(asked once, as the policies do) and, chunk by chunk, the silence so far and
+(asked when the pause reaches each of the grid's short pauses, as a policy with
+that pause asks it) and, chunk by chunk, the silence so far and
 the LLM's estimate for the words heard.  Any rule of the four policies can
 then be replayed on those pauses in microseconds: a rule cuts a question off
 if it fires at a pause that ends before the question's speech does, and its
@@ -28,16 +29,23 @@ from .endpoints import PolicyRun, hear
 from .live_asr import CLOSING_TOLERANCE_S  # a pause this close to the question's end is its last one
 from .records import percentile
 
+# The grid's short pauses: a policy asks Smart Turn when the pause reaches its own pause_s,
+# and the model hears that much silence at the end (a score asked at 0.1 s misjudged every
+# rule with a longer pause: through the graph, pause 0.25 s cut 27 questions where the sweep
+# said 6).
+PAUSES_S = (0.1, 0.15, 0.2, 0.25, 0.3)
+
 
 @dataclass
 class Pause:
     t_voice_end: float  # stream time of the last voiced audio before it
-    audio: float | None  # Smart Turn's probability, asked when the pause reached pause_s
+    audio: dict[float, float]  # Smart Turn's probability, asked when the pause reached each of PAUSES_S
     steps: list[tuple[float, float | None]] = field(default_factory=list)  # (silence so far, text estimate) per chunk
 
 
 class PauseRecorder(Endpointer):
-    """Ends an utterance only after the config's `max_silence_s`; records every pause."""
+    """Ends an utterance only after the config's `max_silence_s`; records every pause of
+    at least the config's `pause_s`, and Smart Turn's probability at each of PAUSES_S."""
 
     def __init__(self, config: EndpointConfig, audio_estimate, clock):
         super().__init__(config, audio_estimate)
@@ -52,8 +60,11 @@ class PauseRecorder(Endpointer):
     def ends(self, silence_s: float, text_estimate: float | None = None) -> bool:
         if silence_s >= self.config.pause_s:
             if self._open is None:
-                self._open = Pause(self.clock() - silence_s, self.audio_estimate())
+                self._open = Pause(self.clock() - silence_s, {})
                 self.pauses.append(self._open)
+            for pause_s in PAUSES_S:
+                if silence_s >= pause_s and pause_s not in self._open.audio:
+                    self._open.audio[pause_s] = self.audio_estimate()
             self._open.steps.append((silence_s, text_estimate))
         return silence_s >= self.config.max_silence_s
 
@@ -106,7 +117,7 @@ class Rule:
     def fires(self, pause: Pause) -> float | None:
         """The silence at which the rule ends the utterance in this pause, if it does."""
         for silence, text in pause.steps:
-            if silence >= self.needs(pause.audio, text):
+            if silence >= self.needs(pause.audio.get(self.pause_s), text):
                 return silence
         return None
 
@@ -151,7 +162,7 @@ def score_rule(rule: Rule, pauses: list[Pause], markers: list[QuestionMarker], t
 def sweep_rules() -> list[Rule]:
     """The grid: fixed silences, and each estimate-driven policy over its thresholds and waits."""
     rules = [Rule("fixed", silence_s=s) for s in (0.25, 0.35, 0.5, 0.65, 0.8, 1.0)]
-    pauses, maxes = (0.1, 0.15, 0.2, 0.25, 0.3), (0.8, 1.0, 1.2)
+    pauses, maxes = PAUSES_S, (0.8, 1.0, 1.2)
     audio_thresholds = (0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99)
     text_thresholds = (1e-4, 1e-3, 1e-2, 3e-2, 0.1, 0.2, 0.3, 0.5)
     for pause, most, a in itertools.product(pauses, maxes, audio_thresholds):
