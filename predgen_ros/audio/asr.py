@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from ..events import Heard
-from ..transcripts import same_words
+from ..transcripts import same_words, words_after
 from .endpoint import ENDPOINT_SILENCE_S, EndpointConfig, Endpointer
 from .pcm import SAMPLE_RATE, AsrError
 
@@ -34,6 +34,11 @@ RECOGNIZER_STEP_S = 0.1
 # detector fires on the word's loud part, and the recognizer needs its onset.
 PRE_ROLL_S = 0.2
 MAX_PRE_ROLL_S = 1.0  # the most a caller may ask for (`StreamingAsr.pre_roll_s`)
+# A continuation of an early final is heard after this much of the early utterance's audio:
+# alone, Whisper tiny.en makes "A friend?" of "of France?"; the whole early utterance (10-20 s
+# of an MT-Bench question) made each of its calls several times slower, and the first new
+# word came after the turn owner's resume_s, so the robot talked on over the user.
+CONTINUATION_CONTEXT_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -132,12 +137,11 @@ class StreamingAsr:
         self._unconfirmed: float | None = None  # the last final's confirmation time (its window's end), until said
         self._confirmed: list[tuple[str, float]] = []  # confirmations decided in feed(), for voice_changes()
         self._prefix = ""  # that final's text, while the user goes on after it
-        self._prefix_words = 0  # how many of the recognizer's words re-hear it
         self._opened = 0  # utterances opened so far
         self._voice_told = (0, False)  # (utterance, voicing) as voice_changes last told it
         self._background = isinstance(recognizer, BackgroundRecognizer)
-        # closed, not yet transcribed: (prefix, its words, speech end, by a pause, audio)
-        self._pending: deque[tuple[str, int, float, bool, bytes]] = deque()
+        # closed, not yet transcribed: (prefix, speech end, by a pause, audio)
+        self._pending: deque[tuple[str, float, bool, bytes]] = deque()
         self._paused = False  # a background recognizer was told that the voice paused
 
     @property
@@ -184,16 +188,15 @@ class StreamingAsr:
                 events += self._ready_finals(timeout=None if self._owes_early_final(voiced) else 0.0)
                 early = self._continued(voiced)
                 self._settle_final(resumed=early is not None)
-                self._prefix, self._prefix_words, heard_before = (
-                    (early[0], len(early[0].split()), early[2]) if early else ("", 0, b"")
-                )
+                context = int(CONTINUATION_CONTEXT_S * SAMPLE_RATE) * 2
+                self._prefix, heard_before = (early[0], early[2][-context:]) if early else ("", b"")
                 if not self._prefix:
                     self._audio.clear()
                 self._close_recognizer()
                 self.recognizer.start()
                 keep = int(min(self.pre_roll_s, MAX_PRE_ROLL_S) * SAMPLE_RATE) * 2
-                # a continuation is heard with the early final's audio before it: alone, "of France?"
-                # is "A friend?" to Whisper; the words beyond the early final's count are the new ones
+                # a continuation is heard after the end of the early final's audio; the words after
+                # the recognizer's reading of it are the new ones
                 self._unheard = heard_before + self._pre_roll[max(0, len(self._pre_roll) - keep) :]
                 self._utterance_pcm = bytearray(self._unheard)
             elif self._paused:
@@ -208,7 +211,7 @@ class StreamingAsr:
         # a background recognizer takes every chunk (it only queues it) and may have new words
         step = 0 if self._background else int(RECOGNIZER_STEP_S * SAMPLE_RATE) * 2
         if len(self._unheard) >= step:
-            text = self._with_prefix(self._hand_over(), self._prefix, self._prefix_words)
+            text = self._with_prefix(self._hand_over(), self._prefix)
             if text and text != self._hypothesis:
                 self._hypothesis = text
                 events.append(AsrEvent(Heard.PARTIAL, text, self._t))
@@ -248,10 +251,11 @@ class StreamingAsr:
         return changes
 
     @staticmethod
-    def _with_prefix(hypothesis: str, prefix: str, prefix_words: int) -> str:
-        """A continuation's words: the early final's, then what the recognizer heard beyond
-        its first `prefix_words` (which re-hear that final); "" while it heard nothing new."""
-        new = hypothesis.split()[prefix_words:]
+    def _with_prefix(hypothesis: str, prefix: str) -> str:
+        """An utterance's words; a continuation's are the early final's, then what the
+        recognizer heard after its reading of the end of that final's audio ("" while
+        nothing new)."""
+        new = words_after(hypothesis, prefix) if prefix else hypothesis.split()
         return " ".join([*prefix.split(), *new]) if new else ""
 
     def _owes_early_final(self, t_voice: float) -> bool:
@@ -259,7 +263,7 @@ class StreamingAsr:
         continue it, and its final is still being transcribed."""
         if not self._pending:
             return False
-        _, _, t_speech_end, by_pause, _ = self._pending[-1]
+        _, t_speech_end, by_pause, _ = self._pending[-1]
         return by_pause and t_voice - t_speech_end <= self.endpointer.config.continuation_s
 
     def _final_out(self, text: str, t_speech_end: float, by_pause: bool, pcm: bytes) -> None:
@@ -337,12 +341,12 @@ class StreamingAsr:
             if self._unheard:
                 self._hand_over()
             self.recognizer.close(self._t - self._last_voiced)
-            self._pending.append((self._prefix, self._prefix_words, self._last_voiced, by_pause, bytes(self._utterance_pcm)))
+            self._pending.append((self._prefix, self._last_voiced, by_pause, bytes(self._utterance_pcm)))
             return self._ready_finals()
         self._closing = True
         if self.redecode_final and self._unheard:
             self._hand_over()
-        text = self._with_prefix(self._close_recognizer(), self._prefix, self._prefix_words) if self.redecode_final else ""
+        text = self._with_prefix(self._close_recognizer(), self._prefix) if self.redecode_final else ""
         text = text or self._hypothesis
         pcm = bytes(self._utterance_pcm)
         self._heard(pcm, text, self._last_voiced)
@@ -359,8 +363,8 @@ class StreamingAsr:
             text = self.recognizer.final(timeout)
             if text is None:
                 break
-            prefix, prefix_words, t_speech_end, by_pause, pcm = self._pending.popleft()
-            text = self._with_prefix(text, prefix, prefix_words)
+            prefix, t_speech_end, by_pause, pcm = self._pending.popleft()
+            text = self._with_prefix(text, prefix)
             self._heard(pcm, text, t_speech_end)
             if not text:
                 continue  # noise that never became words
