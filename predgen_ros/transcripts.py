@@ -26,7 +26,7 @@ def words_after(hypothesis: str, heard_before: str) -> list[str]:
     said, before = hypothesis.split(), heard_before.split()
     norm = lambda tokens: [words(t) for t in tokens]  # noqa: E731
     blocks = [b for b in SequenceMatcher(None, norm(before), norm(said), autojunk=False).get_matching_blocks() if b.size]
-    if not blocks:
-        return said
-    last = blocks[-1]
-    return said[last.b + last.size + (len(before) - last.a - last.size) :]  # words of `before` left unmatched at its end too
+    if blocks:
+        last = blocks[-1]
+        said = said[last.b + last.size + (len(before) - last.a - last.size) :]  # and `before`'s unmatched end
+    return [token for token in said if words(token)]  # Whisper writes "." for a noise

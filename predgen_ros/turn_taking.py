@@ -23,7 +23,8 @@ whatever they say next is a turn ("yes" may answer the robot's question), but an
 utterance that began over the robot is still judged as one.  When the user goes
 on after an early final (asr/voice "resumed"), the words are that turn's: they
 are handed on whatever their number, and the first of them stops the reply to
-the cut-off question (the voice pauses at once; it resumes if no word comes).
+the cut-off question (the voice pauses at once; it resumes when asr_node confirms the
+early final after all: that voice made no word).
 Change the rules here; set them in asr_node's `turn:` parameters.
 """
 
@@ -231,8 +232,13 @@ class TurnOwner:
         """asr/voice (`what` in VOICE_KINDS, `t` its stamp): voice (again) pauses; a pause
         waits `resume_s` from where the voice fell silent."""
         with self._lock:
-            if what == "confirmed":  # about the last final, not this voice: the reply it began stands
-                return Ruling()
+            if what == "confirmed":  # about the last final: the reply it began stands
+                if not self._continues:
+                    return Ruling()
+                # the voice that went on after it made no word: the reply to it goes on
+                self._continues, self._over_robot, self._passing = False, None, False
+                self.span.close()
+                return Ruling(self._resume() if self.paused else Voice.KEEP)
             self.span.voice(what, t)
             if what == "resumed":  # the words to come are the turn the early final began
                 self._continues, self._over_robot, self._passing, self._opened_at = True, False, True, self.clock()
@@ -274,9 +280,11 @@ class TurnOwner:
 
     def due(self) -> Voice:
         """RESUME once a pause has lasted `resume_s` without a turn, the user silent (a
-        question's words may come later than that: the recognizer lags its audio)."""
+        question's words may come later than that: the recognizer lags its audio).  Not
+        while the user goes on after an early final: its words, or its "confirmed" when
+        it made none, decide (Whisper's first word may come after `resume_s`)."""
         with self._lock:
-            if self.paused and not self.span.voicing and self.clock() >= self.resume_at:
+            if self.paused and not self._continues and not self.span.voicing and self.clock() >= self.resume_at:
                 return self._resume()
             return Voice.KEEP
 

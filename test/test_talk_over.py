@@ -41,8 +41,8 @@ def test_words_are_lost_unless_the_early_final_was_resumed_and_the_last_carries_
     assert words_lost([], closed=False)
 
 
-def voice(kind):
-    return ("asr/voice", 0, Header(frame_id=kind))
+def voice(kind, t_ns):
+    return ("asr/voice", 0, Header(stamp=stamp(t_ns / 1e9), frame_id=kind))
 
 
 def diagnostics(t_ns, node, **values):
@@ -60,17 +60,18 @@ def test_a_reply_begun_inside_a_pause_is_talk_over_and_the_work_is_counted_per_q
         diagnostics(first.t_start_ns - S, "tts_node", synthesized_s=1.0),
         ("asr/speech_end", 0, Header(stamp=stamp(middle / 1e9))),  # an early final at a pause ...
         ("asr/final", 0, String(data="Tell me")),
-        voice("resumed"),
+        voice("resumed", middle + S // 4),
         *speaking((middle + S // 5, True), (middle + S // 2, False)),  # ... answered, stopped when the user went on
         ("asr/speech_end", 0, Header(stamp=stamp(first.t_end_ns / 1e9))),
         ("asr/final", 0, String(data="Tell me the rest")),
-        voice("confirmed"),
+        voice("confirmed", first.t_end_ns + S),
         *speaking((first.t_end_ns + S // 3, True), (first.t_end_ns + 2 * S, False)),
         diagnostics(second.t_start_ns - S, "predgen_node", forward_passes=130),
         diagnostics(second.t_start_ns - S, "tts_node", synthesized_s=4.0),
         ("asr/speech_end", 0, Header(stamp=stamp(second.t_end_ns / 1e9))),
         ("asr/final", 0, String(data="Another question")),
-        voice("confirmed"),
+        voice("resumed", second.t_end_ns + S // 3),  # a cough after it: held, then it stands
+        voice("confirmed", second.t_end_ns + S // 2),
         diagnostics(markers[2].t_start_ns - S // 2, "predgen_node", forward_passes=150),
         diagnostics(markers[2].t_start_ns - S // 2, "tts_node", synthesized_s=6.0),
         ("asr/speech_end", 0, Header(stamp=stamp(markers[2].t_end_ns / 1e9))),
@@ -80,7 +81,7 @@ def test_a_reply_begun_inside_a_pause_is_talk_over_and_the_work_is_counted_per_q
     records = player.records("predgen@fused", markers[:3], [(0, "")] * 3)
     assert [r.talk_over_s for r in records] == [pytest.approx(0.3), 0.0, 0.0]
     assert [r.words_lost for r in records] == [False, False, False]
-    assert [r.withdrawn for r in records] == [1, 0, 0]
+    assert [r.withdrawn for r in records] == [1, 1, 0]
     assert [r.unconfirmed for r in records] == [0, 0, 1]  # the third's final: answered whole, but the contract broken
     assert [r.llm_passes for r in records] == [30, 20, 0]  # the sum is the run's 50
     assert [r.synthesized_s for r in records] == [3.0, 2.0, 0.0]
@@ -91,5 +92,5 @@ def test_a_reply_begun_inside_a_pause_is_talk_over_and_the_work_is_counted_per_q
     )["fused"]
     assert summary["talk_over_rate"] == pytest.approx(1 / 3) and summary["talk_over_p90_s"] == pytest.approx(0.3)
     assert summary["words_lost"] == [] and summary["llm_passes_per_question"] == pytest.approx(50 / 3)
-    assert summary["replies_withdrawn"] == 1 and summary["finals_without_contract"] == 1
+    assert summary["replies_withdrawn"] == 2 and summary["finals_without_contract"] == 1
     assert summary["synthesized_s_per_question"] == pytest.approx(5 / 3)

@@ -268,7 +268,8 @@ def test_a_reply_that_begins_while_the_user_goes_on_after_an_early_final_stops_a
 @pytest.mark.parametrize("interruption, expect", [("pause", Voice.PAUSE), ("stop", Voice.KEEP)])
 def test_a_reply_that_begins_before_the_users_further_words_waits_for_them(interruption, expect):
     """Resumed, no word yet: the reply beginning pauses (with `pause`) until the words
-    stop it; a cough that makes none lets it go on after resume_s."""
+    stop it; a cough that makes none lets it go on once asr_node confirms the early final
+    (not at resume_s: Whisper's first word may come later than that)."""
     clock = Clock()
     owner = TurnOwner(TurnRules(), interruption, 1.0, clock=clock)
     owner.final("what is the capital")
@@ -280,8 +281,9 @@ def test_a_reply_that_begins_before_the_users_further_words_waits_for_them(inter
     coughed.voice("resumed", clock.t)
     assert coughed.robot_speaking(True) is Voice.PAUSE
     coughed.voice("end", clock.t + 0.2)
-    clock.t += 0.2 + coughed.resume_s
-    assert coughed.due() is Voice.RESUME
+    clock.t += 0.2 + 3 * coughed.resume_s
+    assert coughed.due() is Voice.KEEP  # the words may still come
+    assert coughed.voice("confirmed", clock.t).voice is Voice.RESUME
 
 
 def test_a_resumed_voice_that_makes_no_word_lets_the_reply_go_on():
@@ -290,7 +292,9 @@ def test_a_resumed_voice_that_makes_no_word_lets_the_reply_go_on():
     assert owner.voice("resumed", clock.t).voice is Voice.PAUSE
     owner.voice("end", clock.t + 0.2)  # a cough: no word ever comes
     clock.t += 0.2 + owner.resume_s
-    assert owner.due() is Voice.RESUME
+    assert owner.due() is Voice.KEEP
+    assert owner.voice("confirmed", clock.t).voice is Voice.RESUME  # asr_node: it made no word, the final stands
+    assert owner.voice("confirmed", clock.t).voice is Voice.KEEP  # an ordinary confirmation changes nothing
     assert owner.voice("start", clock.t).voice is Voice.PAUSE  # a new utterance over the robot
     assert owner.partial("okay") == Ruling(Voice.RESUME, hand_on=False)  # judged as speech over the robot again
 

@@ -254,3 +254,27 @@ def test_a_voice_back_before_the_eager_final_is_transcribed_continues_it(synth, 
     first, whole = pairs[0][0], pairs[1][0]
     # heard after the early final's audio (alone, "of France?" is "A friend?" to Whisper tiny.en)
     assert whole.startswith(first + " ") and "france" in reference_words(whole), out
+
+
+def test_a_cough_after_an_eager_final_resumes_then_confirms_it(synth, transcriber):
+    """The voice comes back after an eager final but makes no word (a cough; Whisper writes
+    "."): asr_node says "resumed", then "confirmed" once that voice's utterance closed
+    wordless, and no second final: the reply held at "resumed" goes on."""
+    from predgen_ros.audio.asr import AsrEvent, in_order
+    from predgen_ros.audio.endpoint import EndpointConfig, Endpointer
+
+    config = EndpointConfig(policy="smart_turn", pause_s=0.15, max_silence_s=1.0)
+    asr = StreamingAsr(WhisperStreamingRecognizer(transcriber), endpointer=Endpointer(config, lambda: 1.0))
+    cough = burst("cough", np.random.default_rng(0)).astype(np.int16).tobytes()
+    out = []
+    for chunk in chunks(
+        SILENCE_1S + spoken(synth, "What is the capital of France?") + SILENCE_1S[:12800] + cough + SILENCE_1S * 2, 0.02
+    ):
+        out += in_order(asr.feed(chunk), asr.voice_changes())
+        asr.recognizer.idle(timeout=30)
+    out += in_order(asr.finish_stream(timeout=60), asr.voice_changes())
+    asr.close()
+    finals = [item.text for item in out if isinstance(item, AsrEvent) and item.kind == "final"]
+    contract = [item[0] for item in out if not isinstance(item, AsrEvent) and item[0] in ("resumed", "confirmed")]
+    assert len(finals) == 1 and "france" in reference_words(finals[0]), out
+    assert contract == ["resumed", "confirmed"], out

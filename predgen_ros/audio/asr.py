@@ -229,11 +229,12 @@ class StreamingAsr:
         VOICE_GAP_S (timed at the last voiced audio), "more" when voice came back.
         This is the one place that decides the user went on after an early final.
 
-        The end-of-turn contract: every final is followed by exactly one "confirmed"
-        (its words are the turn's: the user stayed silent through the window in which
-        they could have gone on, stamped at its end; at once for a final no pause
-        decided) or "resumed" (the next words extend it).  A final at a short pause is
-        thus an eager end of turn that a listener may act on and withdraw."""
+        The end-of-turn contract: every final is followed by "confirmed" (its words are
+        the turn's: the user stayed silent through the window in which they could have
+        gone on, stamped at its end; at once for a final no pause decided) or "resumed"
+        (the voice came back: hold the reply), and a "resumed" by a final that extends
+        the words or, when that voice made no word, by "confirmed".  A final at a short
+        pause is thus an eager end of turn that a listener may act on and withdraw."""
         changes, self._confirmed = self._confirmed, []
         if self._unconfirmed is not None and self._t >= self._unconfirmed:
             changes.append(("confirmed", self._unconfirmed))
@@ -272,6 +273,12 @@ class StreamingAsr:
         if by_pause:
             self._early = (text, t_speech_end, pcm)
         self._unconfirmed = t_speech_end + (self.endpointer.config.continuation_s if by_pause else 0.0)
+
+    def _no_words(self, prefix: str) -> None:
+        """An utterance closed without a word (noise).  If it continued an early final, that
+        final stands after all: "confirmed" (after its "resumed"), so the reply it began may go on."""
+        if prefix:
+            self._confirmed.append(("confirmed", self._t))
 
     def _settle_final(self, resumed: bool) -> None:
         """An utterance opens (or a newer final goes out): the last final is resumed (the
@@ -351,7 +358,8 @@ class StreamingAsr:
         pcm = bytes(self._utterance_pcm)
         self._heard(pcm, text, self._last_voiced)
         if not text:
-            return []  # noise that never became words
+            self._no_words(self._prefix)
+            return []
         self._final_out(text, self._last_voiced, by_pause, pcm)
         return [AsrEvent(Heard.FINAL, text, self._t, self._last_voiced)]
 
@@ -367,7 +375,8 @@ class StreamingAsr:
             text = self._with_prefix(text, prefix)
             self._heard(pcm, text, t_speech_end)
             if not text:
-                continue  # noise that never became words
+                self._no_words(prefix)
+                continue
             self._final_out(text, t_speech_end, by_pause, pcm)
             events.append(AsrEvent(Heard.FINAL, text, self._t, t_speech_end))
         return events

@@ -118,8 +118,7 @@ class LivePlayer(Player):
         records = super().records(name, markers, outcomes)
         ends = self._speech_ends()
         finals = [msg.data for topic, _, msg in self.recorded if topic == "asr/final"]  # one speech end before each
-        said = contract_words(self.recorded)
-        said += [None] * (len(finals) - len(said))  # a final the contract never spoke of: counted as broken
+        said = contract_words(self.recorded, ends)
         spans = speaking_spans(self.recorded)
         starts = [m.t_start_ns + shift for m, (shift, _) in zip(markers, outcomes)] + [float("inf")]
         for i, (record, marker, (shift_ns, _)) in enumerate(zip(records, markers, outcomes)):
@@ -128,10 +127,10 @@ class LivePlayer(Player):
             heard = [(t, text, word) for t, text, word in zip(ends, finals, said) if starts[i] <= t < starts[i + 1]]
             record.heard = " ".join(text for _, text, _ in heard)
             record.words_lost = words_lost(
-                [(text, word) for _, text, word in heard], closed=any(t >= closing for t, _, _ in heard)
+                [(text, last) for _, text, (last, _) in heard], closed=any(t >= closing for t, _, _ in heard)
             )
-            record.withdrawn = sum(word == "resumed" for _, _, word in heard)
-            record.unconfirmed = sum(word is None for _, _, word in heard)
+            record.withdrawn = sum(resumed for _, _, (_, resumed) in heard)
+            record.unconfirmed = sum(last is None for _, _, (last, _) in heard)
             record.talk_over_s = talk_over_s(spans, start, marker.t_end_ns + shift_ns)
             record.recognizer_lag_p90_s = diagnostics_value(self.recorded, "asr_node", "recognizer_lag_p90_s", starts[i + 1])
             # the work: counters as reported at 1 Hz, so a question's share may lean on its neighbour's; their sum is exact

@@ -47,7 +47,7 @@ class TurnRecord:
     recognizer_lag_p90_s: float | None = None  # live ASR: asr_node's recognizer lag p90 as it reported it after the question
     talk_over_s: float | None = None  # live ASR: the robot spoke this long before the user's speech ended (eval/talk_over.py)
     words_lost: bool | None = None  # live ASR: answered from less than the whole question, never again whole
-    withdrawn: int | None = None  # live ASR: its finals that asr/voice said "resumed" after (an eager reply withdrawn)
+    withdrawn: int | None = None  # live ASR: how often asr/voice said "resumed" after its finals (an eager reply held)
     unconfirmed: int | None = None  # live ASR: its finals with neither "confirmed" nor "resumed" after them
     llm_passes: float | None = None  # live ASR: predgen_node's forward passes during the question and its replies
     synthesized_s: float | None = None  # live ASR: seconds of speech tts_node synthesized for them

@@ -43,9 +43,8 @@ def talk_over_s(spans: list[tuple[int, float]], start_ns: int, end_ns: int) -> f
 
 
 def words_lost(finals: list[tuple[str, str | None]], closed: bool) -> bool:
-    """`finals`: what the ASR made of one question, in order, each with the contract's word
-    after it ("confirmed", "resumed", None if none came); `closed`: one of them came after its
-    speech ended.  Words are lost when an early final was not resumed or its words are not
+    """`finals`: what the ASR made of one question, in order, each with the contract's last
+    word on it (`contract_words`); `closed`: one of them came after its speech ended.  Words are lost when an early final was not resumed or its words are not
     where the last final begins (the rest became a turn of its own), or when the question
     never got a final after its end."""
     if not closed:
@@ -54,13 +53,27 @@ def words_lost(finals: list[tuple[str, str | None]], closed: bool) -> bool:
     return any(word != "resumed" or reference_words(early) != last[: len(reference_words(early))] for early, word in finals[:-1])
 
 
-def contract_words(recorded) -> list[str]:
-    """asr/voice's "confirmed" and "resumed", in the order asr_node sent them: the i-th is
-    its word on the i-th final (one topic keeps its order)."""
+def contract_words(recorded, speech_ends: list[int]) -> list[tuple[str | None, int]]:
+    """Per final (its end of speech in `speech_ends`, ns, in order): asr/voice's last word on it
+    ("confirmed": its words stand; "resumed": a later final extends them; None: neither came)
+    and how often the voice came back after it ("resumed", the replies withdrawn).  A word
+    belongs to the final whose end of speech it follows and the next final's it precedes: a
+    "resumed" is stamped at the voice that came back, a "confirmed" where the wait ended (or
+    where a voice that came back closed without a word)."""
+    from ..nodes.common import seconds
     from ..nodes.messages import voice_kind
 
-    kinds = [voice_kind(msg) for topic, _, msg in recorded if topic == "asr/voice"]
-    return [kind for kind in kinds if kind in ("confirmed", "resumed")]
+    said = [
+        (int(seconds(msg.stamp) * 1e9), voice_kind(msg))
+        for topic, _, msg in recorded
+        if topic == "asr/voice" and voice_kind(msg) in ("confirmed", "resumed")
+    ]
+    bounds = [*speech_ends[1:], float("inf")]
+    result = []
+    for end, next_end in zip(speech_ends, bounds):
+        kinds = [kind for t, kind in said if end <= t < next_end]
+        result.append((kinds[-1] if kinds else None, kinds.count("resumed")))
+    return result
 
 
 def diagnostics_value(recorded, node: str, key: str, before_ns: float) -> float | None:

@@ -6,9 +6,10 @@ tts/first_audio      std_msgs/Header      stamp: the reply's first chunk reached
 asr/voice            std_msgs/Header      frame_id: start (an utterance opens), resumed (one opens that continues the
                                           last final: the user went on after an early endpoint; its words extend that
                                           final), end (its voice fell silent), more (voice again), confirmed (the
-                                          last final's words are the turn's: no voice came back in time); every
-                                          final is followed by exactly one confirmed or resumed; stamp: when (for
-                                          end: the last voiced audio; for confirmed: the end of the wait)
+                                          last final's words are the turn's: no voice came back in time, or the
+                                          voice that did made no word); every final is followed by confirmed, or
+                                          by resumed and then a final that extends it or confirmed; stamp: when
+                                          (for end: the last voiced audio; for confirmed: the end of the wait)
 turn/decision        std_msgs/Header      stamp: when asr_node's turn owner decided; frame_id: pause, resume or stop,
                                           then a space and the words that decided it ("" for the voice alone)
 tts/interruption     std_msgs/Header      stamp: the robot's voice fell silent or went on; frame_id: pause, resume or stop
