@@ -170,7 +170,7 @@ def endpoint_summary(records: list[TurnRecord], summary: dict, runs: list[GraphR
             "talk_over_rate": len(overlaps) / len(rows) if rows else None,
             "talk_over_p90_s": percentile(overlaps, 0.9),
             "words_lost": [r.qid for r in rows if r.words_lost],
-            "replies_withdrawn": sum(r.withdrawn or 0 for r in rows),  # eager finals the user went on after
+            "replies_withdrawn": sum(r.withdrawn or 0 for r in rows),  # times the voice came back after a final: replies held
             "finals_without_contract": sum(r.unconfirmed or 0 for r in rows),  # neither confirmed nor resumed: must be 0
             "llm_passes_per_question": _mean([r.llm_passes for r in rows]),
             "synthesized_s_per_question": _mean([r.synthesized_s for r in rows]),

@@ -8,8 +8,9 @@ is done.  Three measures say what that costs:
 - words lost: the question was answered from less than all of it and never again whole
   (an early final that asr_node did not say "resumed" after, or whose words the question's
   last final does not begin with, or no final after the speech ended at all).
-- the contract: asr_node follows every final with one "confirmed" or "resumed" on asr/voice
-  (audio/asr.py); the replies withdrawn are the "resumed" ones.
+- the contract: asr_node follows every final on asr/voice with "confirmed", or with
+  "resumed" and then a final that extends it or "confirmed" (audio/asr.py); the replies
+  held are the "resumed" ones.
 - the work: the replies begun and the LLM's forward passes (from the latency reports),
   and the seconds of speech synthesized, per question.
 """
@@ -44,9 +45,10 @@ def talk_over_s(spans: list[tuple[int, float]], start_ns: int, end_ns: int) -> f
 
 def words_lost(finals: list[tuple[str, str | None]], closed: bool) -> bool:
     """`finals`: what the ASR made of one question, in order, each with the contract's last
-    word on it (`contract_words`); `closed`: one of them came after its speech ended.  Words are lost when an early final was not resumed or its words are not
-    where the last final begins (the rest became a turn of its own), or when the question
-    never got a final after its end."""
+    word on it (`contract_words`); `closed`: one of them came after its speech ended.
+    Words are lost when an early final was not resumed or its words are not where the
+    last final begins (the rest became a turn of its own), or when the question never got
+    a final after its end."""
     if not closed:
         return True
     last = reference_words(finals[-1][0])
