@@ -13,6 +13,7 @@ from predgen_ros.engine.lm import KVState
 from predgen_ros.engine.sentences import SentenceRules
 from predgen_ros.engine.session import DECODERS, POLICIES, ConfigError, EngineConfig
 from predgen_ros.engine.transcript_order import LATE_COPY_WINDOW_S
+from predgen_ros.turn_taking import CUT_OFF_MARK
 
 WORDS = [
     "what",
@@ -348,6 +349,42 @@ def test_a_cut_off_reply_still_being_decoded_ends_as_heard(tiny_lm, make_session
     session.reply_heard("Wor—")  # the user cut it off while the rest was decoded
     session.partial("and paris", 2.0)
     assert session.history == [("hello robot", "Wor—")]
+
+
+@pytest.mark.parametrize("reported", ["before the words went on", "after"])
+@pytest.mark.parametrize("went_on_in", ["a partial", "a final alone"])
+def test_a_reply_withdrawn_before_a_word_was_played_leaves_no_exchange(tiny_lm, make_session, reported, went_on_in):
+    """An eager final answered, then the user went on before any of the reply was heard:
+    the whole question is answered next, with nothing of the withdrawn one in its prompt."""
+    session = make_session(tiny_lm, policy="predgen", sentence=RULES, max_new_tokens=6, history_turns=2, anticipate=False)
+    run(session, [], "hello robot", [])
+    run(session, ["what is the capital"], "what is the capital", [5])
+    if reported == "before the words went on":
+        session.reply_heard(CUT_OFF_MARK)
+    session.voice("resumed")
+    if went_on_in == "a partial":
+        assert session.partial("what is the capital of france", 2.0)
+    else:
+        assert session.final("what is the capital of france", 3.0)
+    if reported == "after":
+        session.reply_heard(CUT_OFF_MARK)
+    assert [user for user, _ in session.history] == ["hello robot"]
+    if went_on_in == "a partial":
+        session.final("what is the capital of france", 3.0)
+    session.end_of_turn(3.0)
+    while session.has_work():
+        session.step()
+    assert [user for user, _ in session.history] == ["hello robot", "what is the capital of france"]
+    assert session.turn.prompt_ids == tiny_lm.prompt_ids("what is the capital of france", session.history[:1])
+
+
+def test_a_withdrawn_reply_the_user_heard_some_of_stays_as_heard(tiny_lm, make_session):
+    session = make_session(tiny_lm, policy="predgen", sentence=RULES, max_new_tokens=6, anticipate=False)
+    run(session, ["what is the capital"], "what is the capital", [5])
+    session.voice("resumed")
+    session.partial("what is the capital of france", 2.0)
+    session.reply_heard("Hel" + CUT_OFF_MARK)
+    assert session.history == [("what is the capital", "Hel" + CUT_OFF_MARK)]
 
 
 @pytest.mark.parametrize(

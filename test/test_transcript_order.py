@@ -87,3 +87,34 @@ def test_a_stale_end_of_speech_pairs_with_nothing():
     order.speech_end("1", 0.0)
     order.final("hello", SPEECH_END_MAX_LAG_S + 1.0, None, None)
     assert (order.utterance, order.t_speech_end) == (None, None)
+
+
+def test_resumed_holds_the_final_until_the_words_that_went_on_or_confirmed_come():
+    order = TranscriptOrder()
+    order.partial("what is the capital", 9.0)
+    order.voice("resumed", 10.4)  # overtook its final, whose speech ended at 10.2
+    order.final("what is the capital", 10.5, "3", 10.2)
+    assert order.awaiting_continuation
+    order.voice("confirmed", 11.2)  # that voice made no word
+    assert not order.awaiting_continuation
+
+
+def test_a_final_whose_speech_ended_after_the_voice_came_back_settles_the_resumption():
+    order = finalized()
+    order.voice("resumed", 10.4)
+    assert order.awaiting_continuation
+    order.speech_end("4", 12.0)  # the continuation's end of speech, before its final (no partial came)
+    assert order.final("what is the capital of france", 12.3, None, None) is Arrival.CONTINUES  # it reopens the turn
+    assert not order.awaiting_continuation
+    trailing = finalized(t=20.0)
+    trailing.voice("resumed", 20.4)
+    assert trailing.final("what is the capital of france", 22.3, None, None) is Arrival.CONTINUES
+    assert trailing.awaiting_continuation  # which speech it holds is known only with its end of speech
+    assert trailing.speech_end("5", 22.0)
+    assert not trailing.awaiting_continuation
+
+
+def test_a_final_after_resumed_that_does_not_add_to_the_early_one_is_news():
+    order = finalized()
+    order.voice("resumed", 10.4)
+    assert order.final("tell me a joke", 12.3, None, 12.0) is Arrival.NEWS

@@ -203,3 +203,33 @@ def test_words_after_an_early_final_cancel_its_end_of_turn(tiny_lm):
         assert [user for user, _ in worker.session.history] == ["what is the capital of france"]
     finally:
         worker.stop()
+
+
+def test_no_reply_begins_while_the_user_goes_on_after_an_early_final(tiny_lm):
+    """asr/voice's "resumed" came with the early final: the robot does not answer the cut
+    question; "confirmed" (that voice made no word) lets the answer out."""
+    recorder = Recorder()
+    worker = EngineWorker(Session(tiny_lm, EngineConfig(policy="predgen", max_new_tokens=4), time.time), recorder)
+    now = time.time()
+    worker.mailbox.post(Event("partial", "what is the capital", now - 1.0))
+    worker.mailbox.post(Event("voice", "resumed", now - 0.2))  # asr/voice may overtake asr/final
+    worker.mailbox.post(Event("speech_end", "7", now - 0.4))
+    worker.mailbox.post(Event("final", "what is the capital", now))  # its end of turn is due at once
+    worker.start()
+    try:
+
+        def settled():  # the final is in and its speculation done: a due end of turn would have been taken
+            turn = worker.session.turn
+            return turn.t_end_of_turn is not None or (turn.t_final is not None and not worker.session.has_work())
+
+        deadline = time.time() + 60
+        while not settled() and time.time() < deadline:
+            time.sleep(0.05)
+        assert settled()
+        assert worker.session.turn.t_end_of_turn is None
+        assert not [kind for kind, _, _ in recorder.emissions if kind in ("commit", "done")]
+        worker.mailbox.post(Event("voice", "confirmed", now + 0.5))
+        assert recorder.done.wait(60)
+        assert [user for user, _ in worker.session.history] == ["what is the capital"]
+    finally:
+        worker.stop()

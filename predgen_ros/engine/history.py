@@ -44,6 +44,11 @@ class History:
             self._sizes[-1] += len(reply_ids) - len(self.reply_ids[-1])
             self.turns[-1], self.reply_ids[-1] = (user_text, heard), reply_ids
 
+    def drop_last(self) -> None:
+        """Forget the newest turn (a reply withdrawn before the user heard any of it)."""
+        for kept in (self.turns, self.reply_ids, self._sizes):
+            del kept[-1:]
+
     def clear(self) -> None:
         self._drop_oldest(len(self.turns))
 

@@ -38,6 +38,7 @@ import logging
 from collections.abc import Callable
 
 from ..events import Emission
+from ..turn_taking import CUT_OFF_MARK
 from .anticipate import Anticipation, Guess, ends_sentence
 from .config import DECODERS, POLICIES, VERIFIERS, ConfigError, EngineConfig  # noqa: F401 (a session is made from these)
 from .copy_ban import CopyBan, reply_rule
@@ -63,6 +64,7 @@ class Session:
         self.state = KVState(lm)
         self._history = History(lm, config.history_turns, config.history_tokens)
         self._order = TranscriptOrder()
+        self._withdrawn_unheard = False  # the history's newest exchange is a withdrawn reply tts_node has not reported on
         self._start_turn()
 
     @property
@@ -112,9 +114,15 @@ class Session:
         """The turn listens again after an early final; the cache and its candidate
         stay, to be verified against the longer question.  A reply already begun was said
         to the cut question: the history keeps that exchange, cut to what the user heard
-        once tts_node reports it (`reply_heard`, before or after this)."""
+        once tts_node reports it (`reply_heard`, before or after this).  A reply the user
+        heard none of leaves no exchange: the whole question, answered next, holds its
+        words, and a bare cut-off mark in the history is copied by the model."""
+        begun, heard = self.phase is not Phase.SPECULATING, self.turn.heard_reply
         if self.phase is Phase.SPEAKING:
-            self._history.add(self.turn.user_text, self.turn.heard_reply or self._reply_text())
+            self._keep_exchange(self._reply_text())
+        if begun and heard == CUT_OFF_MARK:
+            self._history.drop_last()
+        self._withdrawn_unheard = begun and heard is None  # until tts_node says how much was played
         t_first_partial, prompt, synced = self.turn.t_first_partial, self._prompt, self._synced_prompt
         self._start_turn()
         self.turn.t_first_partial = t_first_partial
@@ -127,9 +135,12 @@ class Session:
         partial, if no final covered it yet.  False when it was ignored (nothing heard,
         or a re-delivered final)."""
         text = " ".join(text.split()) or (self._latest if self._order.last_partial_unfinalized else "")
-        if self._order.final(text, t, utterance, t_speech_end) is not Arrival.NEWS:
+        arrival = self._order.final(text, t, utterance, t_speech_end)
+        if arrival is Arrival.CONTINUES:
+            self._reopen_turn()  # the words that went on after an early final, with no partial before them
+        elif arrival is not Arrival.NEWS:
             return False
-        if self.turn.t_end_of_turn is not None:
+        elif self.turn.t_end_of_turn is not None:
             self._finish_turn()
         self._latest = text
         self.turn.user_text = text
@@ -142,10 +153,16 @@ class Session:
             self._set_target(text)
         return True
 
-    def voice(self, kind: str) -> None:
-        """The user's voice (asr/voice): "resumed" means the words that follow continue
-        the utterance just finalized."""
-        self._order.voice(kind)
+    def voice(self, kind: str, stamp: float | None = None) -> None:
+        """The user's voice (asr/voice, `stamp` its header's): "resumed" means the words
+        that follow continue the utterance just finalized."""
+        self._order.voice(kind, stamp)
+
+    @property
+    def user_goes_on(self) -> bool:
+        """The user went on after the final ("resumed") and their words are not in yet:
+        its end of turn waits for them, or for "confirmed"."""
+        return self._order.awaiting_continuation
 
     def speech_end(self, utterance: str | None, stamp: float) -> None:
         """The end of the user's voiced audio (`asr/speech_end`): it pairs with its
@@ -166,10 +183,15 @@ class Session:
     def reply_heard(self, heard: str) -> None:
         """What the user heard of a reply they cut off (tts_node): the history keeps that.
         The turn that said it may still be open, or a newer one may already be built on it."""
+        if self.phase is not Phase.SPECULATING:
+            self.turn.heard_reply = heard  # kept when the turn ends, or dropped if it reopens unheard
         if self.phase is Phase.SPEAKING:
-            self.turn.heard_reply = heard  # kept when the turn ends
             return
-        self._history.hear_last(heard)
+        if self._withdrawn_unheard and heard == CUT_OFF_MARK:
+            self._history.drop_last()  # the withdrawn reply was never heard: see _reopen_turn
+        else:
+            self._history.hear_last(heard)
+        self._withdrawn_unheard = False
         if self.phase is Phase.SPECULATING and self._target_text and self._ahead.guess is None:
             self._set_target(self._target_text)  # the prompt holds the history: rebuild it
 
@@ -236,8 +258,14 @@ class Session:
 
     def _finish_turn(self) -> None:
         if self.phase is Phase.SPEAKING:  # interrupted: keep what was said
-            self._history.add(self.turn.user_text, self.turn.heard_reply or self._reply_text())
+            self._keep_exchange(self._reply_text())
         self._start_turn()
+
+    def _keep_exchange(self, reply: str) -> None:
+        """The history keeps this turn's exchange, the reply as the user heard it if they
+        cut it off."""
+        self._history.add(self.turn.user_text, self.turn.heard_reply or reply)
+        self._withdrawn_unheard = False
 
     def _set_target(self, text: str) -> None:
         self._target_text = text
@@ -416,5 +444,5 @@ class Session:
     def _close_turn(self, reply: str) -> list[tuple[str, str]]:
         self.turn.reply = reply
         self.phase = Phase.DONE
-        self._history.add(self.turn.user_text, self.turn.heard_reply or reply)
+        self._keep_exchange(reply)
         return [(Emission.DONE, reply)]

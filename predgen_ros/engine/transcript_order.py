@@ -10,9 +10,9 @@ turn's events do not come as one clean sequence:
   same words within LATE_COPY_WINDOW_S with no partial heard in between;
 - an endpoint that ends an utterance at a short pause can be early: the ASR
   alone decides that the user went on after it, and says so on asr/voice
-  ("resumed", before that speech's words); a partial after it that adds words to
-  the final reopens the turn.  Without that word a partial after the final is a
-  new turn, however soon (an ASR with no voice events never continues one);
+  ("resumed", before that speech's words); a partial or final after it that adds
+  words to the final reopens the turn.  Without that word a partial after the final
+  is a new turn, however soon (an ASR with no voice events never continues one);
 - the end of speech (`asr/speech_end`, with the utterance number) usually comes
   just before its final, but may trail it: it pairs with the final it is at
   most SPEECH_END_MAX_LAG_S older than, whichever arrives first.
@@ -48,7 +48,9 @@ class Arrival(Enum):
     NEWS = "news"  # take it
     EMPTY = "empty"  # no words: nothing to take
     COPY = "copy"  # a late or re-delivered copy of the finalized utterance: drop it
-    CONTINUES = "continues"  # more words after an early final, the ASR said "resumed": the turn listens again
+    CONTINUES = (
+        "continues"  # more words after an early final, the ASR said "resumed": the turn listens again (or, a final, is whole)
+    )
 
 
 @dataclass
@@ -72,14 +74,23 @@ class TranscriptOrder:
         self._final: _Final | None = None
         self._heard_since_final = False
         self._resumed = False  # the ASR said the user went on after the final
+        self._resumed_at: float | None = None  # the stamp of that "resumed": the voice came back then
 
-    def voice(self, kind: str) -> None:
+    def voice(self, kind: str, stamp: float | None = None) -> None:
         """An asr/voice event: "resumed" (the speech that follows continues the finalized
         utterance) arms a reopening; "start" (a new utterance) and "confirmed" (the final
-        stands) disarm it.  It may come just before the final it continues, on another
-        topic: it waits for it."""
+        stands) disarm it, and so does a final whose speech ended after the voice came back
+        (`stamp`): it holds the words that went on.  It may come just before the final it
+        continues, on another topic: it waits for it."""
         if kind in ("resumed", "start", "confirmed"):
             self._resumed = kind == "resumed"
+            self._resumed_at = stamp if self._resumed else None
+
+    @property
+    def awaiting_continuation(self) -> bool:
+        """The ASR said the user went on after the final, and neither the words that went
+        on nor its "confirmed" came yet: the final is not the end of the turn for now."""
+        return self._resumed
 
     def partial(self, text: str, t: float) -> Arrival:
         """What a partial (its words normalized) is, arriving at `t`."""
@@ -90,7 +101,7 @@ class TranscriptOrder:
             return Arrival.NEWS
         if t - final.t <= LATE_COPY_WINDOW_S and text.split() == final.text.split()[: len(text.split())]:
             return Arrival.COPY
-        if self._resumed and words(text).startswith(words(final.text) + " "):
+        if self._extends_final(text):
             self.new_turn()
             return Arrival.CONTINUES
         self._heard_since_final = True
@@ -105,10 +116,12 @@ class TranscriptOrder:
             return Arrival.EMPTY
         if self.state is Utterance.FINALIZED and self._redelivers(text, t, utterance):
             return Arrival.COPY
+        continues = self.state is Utterance.FINALIZED and self._extends_final(text)  # with no partial before it
         self.state = Utterance.FINALIZED
         self._final = _Final(text, t, utterance, t_speech_end)
         self._heard_since_final = False
-        return Arrival.NEWS
+        self._settle_resumption(t_speech_end)
+        return Arrival.CONTINUES if continues else Arrival.NEWS
 
     @property
     def last_partial_unfinalized(self) -> bool:
@@ -132,9 +145,19 @@ class TranscriptOrder:
         if final is not None and final.t_speech_end is None and _ends_speech_of(stamp, final.t):
             final.t_speech_end = stamp
             final.utterance = final.utterance or utterance
+            self._settle_resumption(stamp)
             return True
         self._pending_speech_end = (utterance, stamp)
         return False
+
+    def _extends_final(self, text: str) -> bool:
+        """After "resumed": words that begin with the final's and add to them."""
+        return self._resumed and words(text).startswith(words(self._final.text) + " ")
+
+    def _settle_resumption(self, t_speech_end: float | None) -> None:
+        """A final whose speech ended after the voice came back holds what was said then."""
+        if self._resumed_at is not None and t_speech_end is not None and t_speech_end > self._resumed_at:
+            self._resumed, self._resumed_at = False, None
 
     def _take_speech_end(self, t_final: float) -> tuple[str | None, float | None]:
         """The pending end of speech, consumed by this final whether it is news or a

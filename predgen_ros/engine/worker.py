@@ -23,9 +23,9 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Event:
-    kind: Heard  # PARTIAL, FINAL, SPEECH_END, PLAYED or RESET
-    text: str = ""  # speech_end: the utterance number ("" when the ASR gives none)
-    t: float = 0.0  # speech_end: the end of the user's voiced audio
+    kind: Heard  # PARTIAL, FINAL, VOICE, SPEECH_END, PLAYED or RESET
+    text: str = ""  # speech_end: the utterance number ("" when the ASR gives none); voice: its kind
+    t: float = 0.0  # speech_end: the end of the user's voiced audio; voice: its stamp
 
     def __post_init__(self):
         object.__setattr__(self, "kind", Heard(self.kind))  # a word of the vocabulary, or ValueError
@@ -123,17 +123,23 @@ class EngineWorker:
         while not self.mailbox.closed:
             for event in self.mailbox.take(self._wait_time()):
                 self._guarded(self._deliver, event)
-            if self._end_of_turn_at is not None and self.clock() >= self._end_of_turn_at:
+            if self._end_of_turn_due():
                 self._end_of_turn_at = None
                 self._guarded(lambda: self.session.end_of_turn(self.clock()))
             if self.session.has_work():
                 self._guarded(self._step)
             self._busy = self.session.has_work() or self._end_of_turn_at is not None
 
+    def _end_of_turn_due(self) -> bool:
+        """The final's end of turn is due, unless the user went on after it: then the
+        words that went on, or the ASR's "confirmed", decide (no reply to the cut question
+        begins while the user is speaking)."""
+        return self._end_of_turn_at is not None and self.clock() >= self._end_of_turn_at and not self.session.user_goes_on
+
     def _wait_time(self) -> float | None:
         if self.session.has_work():
             return 0.0
-        if self._end_of_turn_at is not None:
+        if self._end_of_turn_at is not None and not self.session.user_goes_on:
             return max(0.0, self._end_of_turn_at - self.clock())
         return None
 
@@ -146,7 +152,7 @@ class EngineWorker:
         elif event.kind is Heard.FINAL:
             self._deliver_final(event)
         elif event.kind is Heard.VOICE:
-            self.session.voice(event.text)
+            self.session.voice(event.text, event.t)
         elif event.kind is Heard.SPEECH_END:
             self.session.speech_end(event.text or None, event.t)
         elif event.kind is Heard.PLAYED:
