@@ -30,6 +30,24 @@ def test_the_robot_speaking_spans_and_their_overlap_with_the_users_speech():
     assert talk_over_s(spans, 3 * S, 5 * S) == 0.0  # it spoke only before and after
 
 
+def interruption(what, t_ns):
+    return ("tts/interruption", t_ns + S // 10, Header(stamp=stamp(t_ns / 1e9), frame_id=what))  # received after its stamp
+
+
+def test_the_voice_counts_only_while_it_sounds_not_while_a_reply_is_paused():
+    recorded = [
+        *speaking((1 * S, True)),
+        interruption("pause", 2 * S),
+        interruption("resume", 4 * S),
+        interruption("stop", 5 * S),
+        *speaking((6 * S, False), (8 * S, True)),
+        interruption("pause", 9 * S),
+    ]
+    spans = speaking_spans(sorted(recorded, key=lambda m: m[1]))
+    assert spans == [(1 * S, 2 * S), (4 * S, 5 * S), (8 * S, 9 * S)]  # paused still counts as robot_speaking
+    assert talk_over_s(spans, 0, 10 * S) == pytest.approx(3)
+
+
 def test_words_are_lost_unless_the_early_final_was_resumed_and_the_last_carries_it():
     whole = ("What is the capital of France?", "confirmed")
     assert not words_lost([whole], closed=True)

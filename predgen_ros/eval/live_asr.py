@@ -96,6 +96,7 @@ class LivePlayer(Player):
         "asr/final": USER_TOPICS["asr/final"],
         "asr/speech_end": USER_TOPICS["asr/speech_end"],
         "asr/voice": USER_TOPICS["asr/voice"],  # the end-of-turn contract's word on each final
+        "tts/interruption": "std_msgs/msg/Header",  # where the robot's voice paused, went on or stopped
         "/diagnostics": "diagnostic_msgs/msg/DiagnosticArray",  # the recognizer's lag, the LLM's and the TTS's work
     }
 

@@ -4,7 +4,8 @@ An endpoint rule that ends the turn sooner answers sooner, and sometimes before 
 is done.  Three measures say what that costs:
 
 - talk-over: the robot's voice began while the user still had words to say (before the
-  question's true end of speech); its overlap is how long the two spoke at once.
+  question's true end of speech); its overlap is how long the two spoke at once (the
+  robot's voice counted while it sounded: not while a reply was paused).
 - words lost: the question was answered from less than all of it and never again whole
   (an early final that asr_node did not say "resumed" after, or whose words the question's
   last final does not begin with, or no final after the speech ended at all).
@@ -21,19 +22,26 @@ from .asr_quality import reference_words
 
 
 def speaking_spans(recorded) -> list[tuple[int, float]]:
-    """(on, off) in ns of each stretch of robot_speaking as the replay received it; off is
-    inf while it still spoke at the end."""
-    spans, began = [], None
+    """(on, off) in ns of each stretch the robot's voice sounded: robot_speaking as the
+    replay received it, less where tts/interruption says (by its stamp) the voice paused,
+    until it went on, or stopped; robot_speaking stays true while a reply is paused.  Off
+    is inf while it still spoke at the end."""
+    changes = []  # (ns, what), in time order: a reply's on/off, and its voice's pauses within it
     for topic, t_ns, msg in recorded:
-        if topic != "robot_speaking":
-            continue
-        if msg.data and began is None:
-            began = t_ns
-        elif not msg.data and began is not None:
-            spans.append((began, t_ns))
-            began = None
-    if began is not None:
-        spans.append((began, float("inf")))
+        if topic == "robot_speaking":
+            changes.append((t_ns, "on" if msg.data else "off"))
+        elif topic == "tts/interruption":
+            changes.append((msg.stamp.sec * 1_000_000_000 + msg.stamp.nanosec, msg.frame_id))
+    spans, reply_open, sounding = [], False, None  # sounding: since when the voice sounds
+    for t_ns, what in sorted(changes, key=lambda change: change[0]):
+        if what in ("on", "resume") and sounding is None and (reply_open or what == "on"):
+            sounding = t_ns
+        elif what in ("off", "pause", "stop") and sounding is not None:
+            spans.append((sounding, t_ns))
+            sounding = None
+        reply_open = {"on": True, "off": False}.get(what, reply_open)
+    if sounding is not None:
+        spans.append((sounding, float("inf")))
     return spans
 
 
