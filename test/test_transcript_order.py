@@ -99,16 +99,25 @@ def test_resumed_holds_the_final_until_the_words_that_went_on_or_confirmed_come(
     assert not order.awaiting_continuation
 
 
-def test_a_final_whose_speech_ended_after_the_voice_came_back_settles_the_resumption():
+def test_a_final_that_extends_the_early_one_reopens_it_and_settles_the_resumption():
     order = finalized()
     order.voice("resumed", 10.4)
     assert order.awaiting_continuation
-    order.speech_end("4", 12.0)  # the continuation's end of speech, before its final (no partial came)
-    assert order.final("what is the capital of france", 12.3, None, None) is Arrival.CONTINUES  # it reopens the turn
+    assert order.final("what is the capital of france", 12.3, None, None) is Arrival.CONTINUES  # no partial came
+    assert not order.awaiting_continuation
+
+
+def test_a_final_whose_speech_ended_after_the_voice_came_back_settles_the_resumption():
+    """Whisper may rewrite the early words in the whole question's final: its end of speech
+    still says it holds what was said after the voice came back."""
+    order = finalized()
+    order.voice("resumed", 10.4)
+    order.speech_end("4", 12.0)
+    assert order.final("what was the capital of france", 12.3, None, None) is Arrival.NEWS
     assert not order.awaiting_continuation
     trailing = finalized(t=20.0)
     trailing.voice("resumed", 20.4)
-    assert trailing.final("what is the capital of france", 22.3, None, None) is Arrival.CONTINUES
+    trailing.final("what was the capital of france", 22.3, None, None)
     assert trailing.awaiting_continuation  # which speech it holds is known only with its end of speech
     assert trailing.speech_end("5", 22.0)
     assert not trailing.awaiting_continuation

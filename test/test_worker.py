@@ -218,15 +218,15 @@ def test_no_reply_begins_while_the_user_goes_on_after_an_early_final(tiny_lm):
     worker.start()
     try:
 
-        def settled():  # the final is in and its speculation done: a due end of turn would have been taken
+        def settled():  # the final is in and the first sentence ready: a reply free to begin would have
             turn = worker.session.turn
-            return turn.t_end_of_turn is not None or (turn.t_final is not None and not worker.session.has_work())
+            return turn.t_commit is not None or (turn.t_final is not None and not worker.session.has_work())
 
         deadline = time.time() + 60
         while not settled() and time.time() < deadline:
             time.sleep(0.05)
         assert settled()
-        assert worker.session.turn.t_end_of_turn is None
+        assert worker.session.turn.t_commit is None
         assert not [kind for kind, _, _ in recorder.emissions if kind in ("commit", "done")]
         worker.mailbox.post(Event("voice", "confirmed", now + 0.5))
         assert recorder.done.wait(60)

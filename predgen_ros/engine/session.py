@@ -158,12 +158,6 @@ class Session:
         that follow continue the utterance just finalized."""
         self._order.voice(kind, stamp)
 
-    @property
-    def user_goes_on(self) -> bool:
-        """The user went on after the final ("resumed") and their words are not in yet:
-        its end of turn waits for them, or for "confirmed"."""
-        return self._order.awaiting_continuation
-
     def speech_end(self, utterance: str | None, stamp: float) -> None:
         """The end of the user's voiced audio (`asr/speech_end`): it pairs with its
         final, which may come before or after it."""
@@ -404,7 +398,12 @@ class Session:
         return after < self.config.margin_tokens
 
     def _ready_to_commit(self) -> bool:
-        return self.phase is Phase.SPECULATING and self.turn.t_end_of_turn is not None and self._first_sentence() is not None
+        return self.phase is Phase.SPECULATING and self._may_speak() and self._first_sentence() is not None
+
+    def _may_speak(self) -> bool:
+        """The turn has ended, and the user did not go on after its final ("resumed"): a
+        reply to the cut question would begin over them; their words, or "confirmed", decide."""
+        return self.turn.t_end_of_turn is not None and not self._order.awaiting_continuation
 
     def _emissions(self) -> list[tuple[str, str]]:
         out = []
@@ -415,7 +414,7 @@ class Session:
             split = self._first_sentence()
             if split is None:
                 return out
-            if self.turn.t_end_of_turn is None:
+            if not self._may_speak():
                 if split[0] != self._candidate:
                     self._candidate = split[0]
                     out.append((Emission.CANDIDATE, split[0]))

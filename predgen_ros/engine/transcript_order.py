@@ -120,6 +120,8 @@ class TranscriptOrder:
         self.state = Utterance.FINALIZED
         self._final = _Final(text, t, utterance, t_speech_end)
         self._heard_since_final = False
+        if continues:
+            self._resumed = False  # these are the words that went on
         self._settle_resumption(t_speech_end)
         return Arrival.CONTINUES if continues else Arrival.NEWS
 

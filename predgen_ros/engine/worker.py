@@ -123,23 +123,17 @@ class EngineWorker:
         while not self.mailbox.closed:
             for event in self.mailbox.take(self._wait_time()):
                 self._guarded(self._deliver, event)
-            if self._end_of_turn_due():
+            if self._end_of_turn_at is not None and self.clock() >= self._end_of_turn_at:
                 self._end_of_turn_at = None
                 self._guarded(lambda: self.session.end_of_turn(self.clock()))
             if self.session.has_work():
                 self._guarded(self._step)
             self._busy = self.session.has_work() or self._end_of_turn_at is not None
 
-    def _end_of_turn_due(self) -> bool:
-        """The final's end of turn is due, unless the user went on after it: then the
-        words that went on, or the ASR's "confirmed", decide (no reply to the cut question
-        begins while the user is speaking)."""
-        return self._end_of_turn_at is not None and self.clock() >= self._end_of_turn_at and not self.session.user_goes_on
-
     def _wait_time(self) -> float | None:
         if self.session.has_work():
             return 0.0
-        if self._end_of_turn_at is not None and not self.session.user_goes_on:
+        if self._end_of_turn_at is not None:
             return max(0.0, self._end_of_turn_at - self.clock())
         return None
 
