@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from predgen_ros.audio.asr import AsrEvent, StreamingAsr, in_order, make_vad
+from predgen_ros.audio.double_talk import EchoGuardedVad
 from predgen_ros.audio.endpoint import EndpointConfig, Endpointer
 from predgen_ros.audio.pcm import chunks, read_wav
 from predgen_ros.audio.recognizers import make_recognizer
@@ -123,6 +124,28 @@ def test_speech_resuming_after_an_early_final_continues_its_utterance(speech):
     partials = [e.text for e in after[1:] if isinstance(e, AsrEvent) and e.kind == "partial"]
     assert partials and all(text.startswith(first + " ") for text in partials)
     assert said[3][1] == pytest.approx(said[2].t_speech_end + 1.0)  # confirmed where the window ended
+
+
+def test_a_continuation_counted_late_over_the_robots_echo_still_continues(speech):
+    """The eager reply's echo makes the guarded voice detector count the user's voice only
+    once its onset window is mostly voiced (audio/double_talk.py): a voice that came back
+    inside the window but is counted after its end still continues the early final ("resumed",
+    not "confirmed" and a new utterance, which lost the words of a question through the graph)."""
+    hesitant, _ = insert_pause(speech[QUESTIONS[2]], 0.6, 0.8)
+    config = EndpointConfig(policy="smart_turn", pause_s=0.15, max_silence_s=1.0)
+    guarded = EchoGuardedVad(make_vad("silero"), window_s=0.4)
+    asr = StreamingAsr(make_recognizer("pocketsphinx"), endpointer=Endpointer(config, lambda: 1.0), vad=guarded)
+    out = []
+    for chunk in chunks(SILENCE[:16000] + hesitant + SILENCE * 2, 0.02):
+        guarded.utterance_open = asr.in_utterance
+        guarded.echo_present = any(isinstance(item, AsrEvent) and item.kind == "final" for item in out)  # the robot answers
+        out += in_order(asr.feed(chunk), asr.voice_changes())
+    out += in_order(asr.finish_stream(), asr.voice_changes())
+    pairs, said = contract(out)
+    assert guarded.held_frames > 0  # the continuation's voice was counted late
+    assert [kind for _, kind in pairs] == ["resumed", "confirmed"], out
+    assert pairs[1][0].startswith(pairs[0][0] + " ") and "fun fact about" in pairs[1][0]
+    assert "start" not in [item[0] for item in out[out.index(said[0]) :] if not isinstance(item, AsrEvent)]
 
 
 def test_a_new_utterance_after_the_continuation_window_stands_alone(speech):

@@ -185,8 +185,9 @@ class StreamingAsr:
                 self._opened += 1
                 self._hypothesis = ""
                 # whether this voice continues an early final needs that final's words
-                events += self._ready_finals(timeout=None if self._owes_early_final(voiced) else 0.0)
-                early = self._continued(voiced)
+                began = self._voice_began(voiced)
+                events += self._ready_finals(timeout=None if self._owes_early_final(began) else 0.0)
+                early = self._continued(began)
                 self._settle_final(resumed=early is not None)
                 context = int(CONTINUATION_CONTEXT_S * SAMPLE_RATE) * 2
                 self._prefix, heard_before = (early[0], early[2][-context:]) if early else ("", b"")
@@ -236,7 +237,7 @@ class StreamingAsr:
         the words or, when that voice made no word, by "confirmed".  A final at a short
         pause is thus an eager end of turn that a listener may act on and withdraw."""
         changes, self._confirmed = self._confirmed, []
-        if self._unconfirmed is not None and self._t >= self._unconfirmed:
+        if self._unconfirmed is not None and self._t >= self._unconfirmed and not self._onset_within(self._unconfirmed):
             changes.append(("confirmed", self._unconfirmed))
             self._unconfirmed = None
         told, voicing = self._voice_told
@@ -279,6 +280,17 @@ class StreamingAsr:
         final stands after all: "confirmed" (after its "resumed"), so the reply it began may go on."""
         if prefix:
             self._confirmed.append(("confirmed", self._t))
+
+    def _voice_began(self, t_counted: float) -> float:
+        """When the voice counted at `t_counted` began: a detector that counts a voice late
+        (over the robot's echo, audio/double_talk.py) says how long it has heard it."""
+        return min(t_counted, self._t - getattr(self.vad, "voice_run_s", 0.0))
+
+    def _onset_within(self, t_window_end: float) -> bool:
+        """The detector hears a voice it has not counted yet, begun by `t_window_end`: it
+        may yet continue the last final (an eager reply's echo delays the count)."""
+        run_s = getattr(self.vad, "voice_run_s", 0.0)
+        return not self._in_utterance and run_s > 0.0 and self._t - run_s <= t_window_end
 
     def _settle_final(self, resumed: bool) -> None:
         """An utterance opens (or a newer final goes out): the last final is resumed (the
