@@ -48,9 +48,7 @@ class Arrival(Enum):
     NEWS = "news"  # take it
     EMPTY = "empty"  # no words: nothing to take
     COPY = "copy"  # a late or re-delivered copy of the finalized utterance: drop it
-    CONTINUES = (
-        "continues"  # more words after an early final, the ASR said "resumed": the turn listens again (or, a final, is whole)
-    )
+    CONTINUES = "continues"  # more words after an early final, the ASR said "resumed": the turn listens again
 
 
 @dataclass
@@ -121,7 +119,7 @@ class TranscriptOrder:
         self._final = _Final(text, t, utterance, t_speech_end)
         self._heard_since_final = False
         if continues:
-            self._resumed = False  # these are the words that went on
+            self._resumed, self._resumed_at = False, None  # these are the words that went on
         self._settle_resumption(t_speech_end)
         return Arrival.CONTINUES if continues else Arrival.NEWS
 
