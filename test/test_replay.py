@@ -86,6 +86,9 @@ def test_replaying_the_sample_bag_reports_every_turn_of_every_policy(tmp_path):
     assert sorted((r.policy, r.qid) for r in records) == sorted((p, q) for p in policies for q in ("122", "152", "159"))
     for r in records:
         assert r.audio_latency_s > 0.4, r  # at least the ASR's endpoint silence after the true end of speech
+        # the four phases, from the true end: the detector's lag, then what follows the detector's end
+        phases = (r.detector_lag_s, r.endpoint_s, r.llm_after_final_s, r.tts_s)
+        assert sum(phases) == pytest.approx(r.audio_latency_s) and r.detector_lag_s != 0.0, r
     assert all(r.answered for r in records), [(r.policy, r.qid, r.no_reply) for r in records if not r.answered]
     written = json.loads((tmp_path / "summary.json").read_text())
     for policy in policies:

@@ -18,14 +18,21 @@ OPTIONAL_COUNTS = ("final_accepted", "final_candidate")  # None: no candidate wa
 SECONDS = ("input_llm_s", "decode_s")
 
 
-def latencies(t_end: float, t_final: float, t_commit: float, t_first_audio: float) -> dict[str, float]:
+def latencies(
+    t_end: float, t_final: float, t_commit: float, t_first_audio: float, t_detector_end: float | None = None
+) -> dict[str, float]:
     """Audio latency (to the first audio of the reply), time to first sentence (to its
-    commit), and the audio latency's three phases: the endpoint (the final transcript after
-    the end of speech), the LLM after the final (to the commit), the TTS (to the first audio)."""
+    commit), and the audio latency's phases: the endpoint (the final transcript after the
+    end of speech), the LLM after the final (to the commit), the TTS (to the first audio).
+    Where the true end of speech `t_end` and the voice detector's `t_detector_end` are both
+    known (the evaluations), the detector's lag behind the true end is a phase of its own
+    and the endpoint counts from the detector's end."""
+    lag = {} if t_detector_end is None else {"detector_lag_s": t_detector_end - t_end}
     return {
         "audio_latency_s": t_first_audio - t_end,
         "ttfs_s": t_commit - t_end,
-        "endpoint_s": t_final - t_end,
+        **lag,
+        "endpoint_s": t_final - (t_end if t_detector_end is None else t_detector_end),
         "llm_after_final_s": t_commit - t_final,
         "tts_s": t_first_audio - t_commit,
     }
@@ -58,13 +65,20 @@ def report_entries(measures: dict[str, Any]) -> dict[str, Any]:
 
 def measures_from_report(values: dict[str, str], t_end: float) -> dict[str, Any]:
     """A latency report's measures read back, the latencies taken from `t_end` (in the bag
-    evaluation, the true end of speech rather than the one the ASR stamped)."""
+    evaluation, the true end of speech; the end the ASR stamped is the detector's, and the
+    gap between the two is the detector's lag)."""
 
     def optional(key: str) -> int | None:
         return int(values[key]) if values[key] else None
 
     return {
-        **latencies(t_end, float(values["t_final_transcript"]), float(values["t_commit"]), float(values["t_first_audio"])),
+        **latencies(
+            t_end,
+            float(values["t_final_transcript"]),
+            float(values["t_commit"]),
+            float(values["t_first_audio"]),
+            float(values["t_end_of_speech"]),
+        ),
         "first_audio_cached": {"True": True, "False": False}.get(values.get("first_audio_cached", "")),
         **{name: int(values[name]) for name in COUNTS},
         **{name: optional(REPORT_KEYS[name]) for name in OPTIONAL_COUNTS},

@@ -145,9 +145,9 @@ def markdown_report(summary: dict, quality: dict, records: list[TurnRecord], set
         format_duration_table(quality["_by_duration"]),
         "```",
         "",
-        "Where the silence goes (`eval/phases.py`: endpoint = the final after the true end of speech, LLM = the commit "
-        "after the final, TTS = the first audio after the commit; cached = the first sentence's opening came from the "
-        "audio cache):",
+        "Where the silence goes (`eval/phases.py`: detector lag = the voice detector's end of speech after the true "
+        "end, endpoint = the final after the detector's end, LLM = the commit after the final, TTS = the first audio "
+        "after the commit; cached = the first sentence's opening came from the audio cache):",
         "",
         "```",
         format_phase_table(quality["phases"]),

@@ -1,12 +1,15 @@
-"""Where the silence goes: each turn's audio latency as three phases, their p50/p90, a stacked bar per question.
+"""Where the silence goes: each turn's audio latency as four phases, their p50/p90, a stacked bar per question.
 
-  endpoint       the final transcript after the end of speech (the ASR's endpoint)
+  detector lag   the voice detector's end of speech after the true end (a room's reverberation
+                 and noise hold the detector open; predgen/latency counts from the detector's end
+                 and cannot see this wait)
+  endpoint       the final transcript after the detector's end (the ASR's endpoint)
   LLM            the commit after the final (what speculation did not have ready)
   TTS            the first audio after the commit (Piper, or nothing when the opening was cached)
 
-The three add up to the audio latency (engine/metrics.py).  `eval` and `demo`
-print the table; `predgen-ros phases DIR` rebuilds it for an eval folder
-written before the reports carried the phases (its turns.csv and the latency
+The four add up to the audio latency from the true end of speech (engine/metrics.py).
+`eval` and `demo` print the table; `predgen-ros phases DIR` rebuilds it for an eval
+folder written before the reports carried the phases (its turns.csv and the latency
 reports of its recorded bags).
 """
 
@@ -19,12 +22,18 @@ from pathlib import Path
 
 from .records import TurnRecord, percentile
 
-PHASES = {"endpoint_s": "endpoint", "llm_after_final_s": "LLM after final", "tts_s": "TTS after commit"}
+PHASES = {
+    "detector_lag_s": "detector lag",
+    "endpoint_s": "endpoint",
+    "llm_after_final_s": "LLM after final",
+    "tts_s": "TTS after commit",
+}
 
 
 @dataclass(frozen=True)
 class TurnPhases:
     question: str
+    detector_lag_s: float
     endpoint_s: float
     llm_after_final_s: float
     tts_s: float
@@ -32,15 +41,24 @@ class TurnPhases:
 
     @classmethod
     def of_record(cls, record: TurnRecord) -> TurnPhases:
-        return cls(record.qid, record.endpoint_s, record.llm_after_final_s, record.tts_s, record.first_audio_cached)
+        return cls(
+            record.qid,
+            record.detector_lag_s,
+            record.endpoint_s,
+            record.llm_after_final_s,
+            record.tts_s,
+            record.first_audio_cached,
+        )
 
     @classmethod
-    def of_report(cls, question: str, report: dict[str, str]) -> TurnPhases:
-        """From a predgen/latency report's stamps (the end of speech as the ASR stamped it)."""
+    def of_report(cls, question: str, report: dict[str, str], t_true_end: float | None = None) -> TurnPhases:
+        """From a predgen/latency report's stamps; `t_true_end`: the true end of speech, where
+        known (else the detector's lag is unknown: NaN, and the phases start at the detector's end)."""
         t = {key: float(report[key]) for key in ("t_end_of_speech", "t_final_transcript", "t_commit", "t_first_audio")}
         cached = {"True": True, "False": False}.get(report.get("first_audio_cached", ""))
         return cls(
             question,
+            math.nan if t_true_end is None else t["t_end_of_speech"] - t_true_end,
             t["t_final_transcript"] - t["t_end_of_speech"],
             t["t_commit"] - t["t_final_transcript"],
             t["t_first_audio"] - t["t_commit"],
@@ -49,7 +67,8 @@ class TurnPhases:
 
     @property
     def complete(self) -> bool:
-        return all(math.isfinite(getattr(self, phase)) for phase in PHASES)
+        """The turn had its first audio (the detector's lag may be unknown)."""
+        return all(math.isfinite(getattr(self, phase)) for phase in PHASES if phase != "detector_lag_s")
 
 
 def phase_summary(runs: dict[str, list[TurnPhases]]) -> dict[str, dict]:
@@ -59,7 +78,7 @@ def phase_summary(runs: dict[str, list[TurnPhases]]) -> dict[str, dict]:
         done = [t for t in turns if t.complete]
         row = {"turns": len(done)}
         for phase in PHASES:
-            values = [getattr(t, phase) for t in done]
+            values = [v for t in done if math.isfinite(v := getattr(t, phase))]
             row[phase] = {"p50": percentile(values, 0.5), "p90": percentile(values, 0.9)}
         known = [t.cached for t in done if t.cached is not None]
         row["cached_share"] = sum(known) / len(known) if known else None
@@ -69,7 +88,7 @@ def phase_summary(runs: dict[str, list[TurnPhases]]) -> dict[str, dict]:
 
 def format_phase_table(summary: dict[str, dict]) -> str:
     def cell(value):
-        return "-" if value is None else f"{value:.3f}"
+        return "-" if value is None or math.isnan(value) else f"{value:.3f}"
 
     width = max([10] + [len(name) for name in summary])
     header = f"{'run':<{width}} {'turns':>5} " + " ".join(f"{label + ' p50 / p90 (s)':>30}" for label in PHASES.values())
@@ -96,7 +115,7 @@ def plot_phases(path: Path, runs: dict[str, list[TurnPhases]]) -> None:
         x = range(len(done))
         bottom = [0.0] * len(done)
         for phase, label in PHASES.items():
-            heights = [max(0.0, getattr(t, phase)) for t in done]
+            heights = [max(0.0, getattr(t, phase)) if math.isfinite(getattr(t, phase)) else 0.0 for t in done]
             ax.bar(x, heights, 0.8, bottom=bottom, label=label)
             bottom = [b + h for b, h in zip(bottom, heights)]
         ax.set_xticks(list(x), [t.question for t in done], rotation=90, fontsize=6)
@@ -132,6 +151,6 @@ def phases_of_eval_folder(folder: Path) -> dict[str, list[TurnPhases]]:
                 continue
             report, start = reports[match], match + 1
             t_end = float(report["t_first_audio"]) - float(row["audio_latency_s"])
-            turns.append(TurnPhases.of_report(row["qid"], {**report, "t_end_of_speech": str(t_end)}))
+            turns.append(TurnPhases.of_report(row["qid"], report, t_true_end=t_end))
         runs[name] = turns
     return runs

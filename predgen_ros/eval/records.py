@@ -17,7 +17,11 @@ class TurnRecord:
     # The measures (engine/metrics.py); the defaults are those of a question without a reply.
     audio_latency_s: float = math.nan
     ttfs_s: float = math.nan
-    endpoint_s: float = math.nan  # the phases of audio_latency_s (engine/metrics.py)
+    # The phases of audio_latency_s (engine/metrics.py): the voice detector's end after the true
+    # end, the final after the detector's end (after the true end where that is unknown), the
+    # commit after the final and the first audio after the commit.
+    detector_lag_s: float = math.nan
+    endpoint_s: float = math.nan
     llm_after_final_s: float = math.nan
     tts_s: float = math.nan
     first_audio_cached: bool | None = None  # the first sentence's opening came from tts_node's audio cache
