@@ -21,6 +21,7 @@ class Heard(StrEnum):
 
 class Emission(StrEnum):
     CANDIDATE = "candidate"  # the speculative first sentence: pre-synthesize it, do not play it
+    BEGINNING = "beginning"  # the first sentence's words so far, while it is decoded: pre-synthesize its opening once certain
     COMMIT = "commit"  # the first sentence, final: speak it now
     SENTENCE = "sentence"  # each following sentence of the reply
     DONE = "done"  # the whole reply

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from predgen_ros.audio.pieces import opening_pieces
+from predgen_ros.audio.pieces import opening_ahead, opening_pieces
 
 
 @pytest.mark.parametrize(
@@ -35,3 +35,32 @@ def test_first_words_zero_keeps_sentences_whole():
     assert opening_pieces("In my response, I made several assumptions that may not hold.", 0) == [
         "In my response, I made several assumptions that may not hold."
     ]
+
+
+SENTENCES = [
+    "In my response, I made several assumptions that may not hold.",
+    "To create a museum dedicated solely to Salvador Dali's works, a budget is needed.",
+    "I'm here to help with any kind of tech or tech-related inquiries.",
+    "Yes, there is. Here's a Python implementation",
+    "I'd be happy to help with that.",
+    "Sure: the kitchen is down the hall, on the left.",
+]
+
+
+@pytest.mark.parametrize("sentence", SENTENCES)
+def test_a_beginning_gives_the_opening_of_the_sentence_it_grows_into_or_none(sentence):
+    """Of a sentence still being decoded, an opening is offered only once it is the one the
+    whole sentence will be cut at, however the sentence goes on."""
+    words = sentence.split()
+    offered = [opening_ahead(" ".join(words[:n]), finished=False) for n in range(1, len(words))]
+    opening = opening_pieces(sentence)[0]
+    assert all(o in (None, opening) for o in offered)
+    if len(opening_pieces(sentence)) > 1:  # a sentence with a rest: its opening is offered before its end
+        assert opening in offered
+        assert offered[offered.index(opening) :] == [opening] * (len(offered) - offered.index(opening))
+    assert opening_ahead(sentence, finished=True) == opening
+
+
+def test_a_short_beginning_offers_nothing_a_whole_sentence_its_opening():
+    assert opening_ahead("I'd be happy to help", finished=False) is None
+    assert opening_ahead("I'd be happy to help.", finished=True) == "I'd be happy to help."

@@ -28,6 +28,10 @@ class Voice:
         head, _, rest = sentence.partition(" ")
         return [head + " ", rest] if rest else [head]
 
+    def opening_ahead(self, words: str, finished: bool = True) -> str | None:
+        pieces = self.pieces(words)
+        return pieces[0] if finished or len(pieces) > 1 else None
+
     def cached(self, piece: str) -> bool:
         return piece in self.synthesized
 
@@ -119,6 +123,19 @@ def test_a_foreseen_opening_is_ready_and_reported_cached(play):
     player.say("")
     log.wait_for(("speaking", False))
     assert ("first_audio", "Sure thing.", True) in log.seen
+
+
+def test_a_beginning_is_synthesized_once_its_opening_is_certain_and_the_commit_plays_it_cached(play):
+    voice = Voice()
+    player, log = play(voice=voice)
+    player.foresee("Sure", finished=False)  # one word: the opening is not yet known
+    player.foresee("Sure thing", finished=False)  # a word after it: the opening stands
+    assert voice.done.wait(10.0)
+    assert voice.synthesized == ["Sure "]
+    player.say("Sure thing, it is.")
+    player.say("")
+    log.wait_for(("speaking", False))
+    assert ("first_audio", "Sure thing, it is.", True) in log.seen
 
 
 def test_pause_holds_where_it_paused_and_resume_goes_on_from_there(play):

@@ -268,6 +268,21 @@ def test_emissions_come_in_order_and_candidates_before_the_end(tiny_lm, make_ses
 
 
 @pytest.mark.parametrize("policy", ["baseline", "predgen"])
+def test_the_first_sentence_is_told_word_by_word_while_it_is_decoded_after_the_final(tiny_lm, make_session, policy):
+    """After the final each beginning is whole words of the sentence committed next (the TTS
+    synthesizes its opening meanwhile), one more word each time."""
+    rules = SentenceRules(min_chars=40, fallback_chars=80, max_tokens=24)  # a first sentence of many tokens
+    session = make_session(tiny_lm, policy=policy, max_new_tokens=24, sentence=rules)
+    emissions = run(session, [], "tell me about paris", [])
+    kinds = [k for k, _ in emissions]
+    beginnings = [t for k, t in emissions[: kinds.index("commit")] if k == "beginning"]
+    committed = emissions[kinds.index("commit")][1]
+    assert beginnings, "no beginning was told before the commit"
+    assert all(committed == b or (committed.startswith(b) and committed[len(b)].isspace()) for b in beginnings)
+    assert [len(b.split()) for b in beginnings] == sorted({len(b.split()) for b in beginnings})
+
+
+@pytest.mark.parametrize("policy", ["baseline", "predgen"])
 def test_the_reply_ends_after_max_sentences(tiny_lm, make_session, policy):
     rules = SentenceRules(min_chars=1, fallback_chars=12, max_tokens=3)  # a sentence every few tokens
     unlimited = make_session(tiny_lm, policy=policy, max_new_tokens=40, max_sentences=0, sentence=rules)

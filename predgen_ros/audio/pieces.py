@@ -30,3 +30,11 @@ def opening_pieces(sentence: str, first_words: int = FIRST_WORDS) -> list[str]:
     if len(gaps) - cut < MIN_TAIL_WORDS:
         return [text]
     return [text[: gaps[cut].start()], text[gaps[cut].end() :]]
+
+
+def opening_ahead(words: str, finished: bool, first_words: int = FIRST_WORDS) -> str | None:
+    """The piece of a foreseen first sentence worth synthesizing ahead: the opening a commit of
+    it plays first.  Of a sentence still being decoded (`finished` False) only once the words
+    after the opening are enough for the cut to stand whatever words follow; None before."""
+    pieces = opening_pieces(words, first_words)
+    return pieces[0] if finished or len(pieces) > 1 else None

@@ -29,6 +29,7 @@ from enum import StrEnum
 
 import numpy as np
 
+from ..os_threads import name_thread
 from ..turn_taking import heard_text
 from .tts import Speech
 
@@ -81,7 +82,7 @@ class ReplyPlayer:
         self.synthesized_s = 0.0  # speech synthesized for the pieces it began to say (the work a withdrawn reply cost)
         self.underruns = 0  # chunks of a synthesized piece handed over after the one before had played out
         self._queue: deque[str] = deque()
-        self._foreseen: str | None = None
+        self._foreseen: str | None = None  # the opening to synthesize ahead
         self._ready = threading.Condition()
         self._wake = threading.Event()  # a stop or a shutdown cuts a wait short
         self._stopping = threading.Event()
@@ -94,7 +95,8 @@ class ReplyPlayer:
         self._voice_until = 0.0  # when the last piece's audio ends
         # a pause or stop that came between pieces: the voice fell silent here, not when it is applied
         self._silent_since: float | None = None
-        self._ahead = ThreadPoolExecutor(1, thread_name_prefix="tts-ahead")  # a first sentence's rest
+        # a first sentence's rest
+        self._ahead = ThreadPoolExecutor(1, thread_name_prefix="tts-ahead", initializer=name_thread, initargs=("tts-ahead",))
 
     # ------------------------------------------------------------ commands
     def say(self, sentence: str) -> None:
@@ -109,10 +111,11 @@ class ReplyPlayer:
             self._queue.append(sentence.strip())
             self._ready.notify_all()
 
-    def foresee(self, sentence: str) -> None:
-        """A sentence likely to be said: its opening is synthesized while idle (latest wins)."""
+    def foresee(self, sentence: str, finished: bool = True) -> None:
+        """A first sentence likely to be said, or its beginning while it is still being
+        decoded (`finished` False): its opening is synthesized while idle (latest wins)."""
         with self._ready:
-            self._foreseen = sentence.strip() or None
+            self._foreseen = self.synth.opening_ahead(sentence.strip(), finished) or None
             self._ready.notify_all()
 
     def pause(self) -> None:
@@ -181,6 +184,7 @@ class ReplyPlayer:
     # ------------------------------------------------------------ the loop
     def run(self) -> None:
         """Play until `shutdown`; a failing sentence loses its reply, not the player."""
+        name_thread()
         while not self._stopping.is_set():
             self.step()
         if self.state is not PlayerState.IDLE:
@@ -190,8 +194,8 @@ class ReplyPlayer:
     def step(self, wait_s: float = 0.2) -> None:
         item, foreseen = self._next(wait_s)
         try:
-            if item is None and foreseen:
-                self.synth.synthesize(self.synth.pieces(foreseen)[0])
+            if item is None and foreseen and not self.synth.cached(foreseen):
+                self.synth.synthesize(foreseen)
             elif item == "":
                 self._end_reply()
             elif item is not None:

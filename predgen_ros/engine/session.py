@@ -35,6 +35,7 @@ SPEAKING while the rest of the reply is decoded, then DONE.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 
 from ..events import Emission
@@ -241,6 +242,7 @@ class Session:
         self._reply_complete = False  # the reply reached a stop token or its length cap
         self._reader = SentenceReader(self.lm.decode, self.config.sentence, self.config.max_sentences)
         self._candidate = ""
+        self._begun = ""  # the first sentence's words last emitted as its beginning
         self._draft: list[int] = []
         self._version = 0  # bumped by every change of the cache
         self._ahead = Anticipation(self.config.anticipate_tokens)
@@ -413,7 +415,7 @@ class Session:
         if self.phase is Phase.SPECULATING:
             split = self._first_sentence()
             if split is None:
-                return out
+                return out + self._beginning()
             if not self._may_speak():
                 if split[0] != self._candidate:
                     self._candidate = split[0]
@@ -422,6 +424,18 @@ class Session:
             self._commit_first_sentence(*split)
             out.append((Emission.COMMIT, split[0]))
         return out + self._continue_reply()
+
+    def _beginning(self) -> list[tuple[str, str]]:
+        """The first sentence's whole words so far while it is being decoded, before or after
+        the end of turn, each time a word is added: the TTS synthesizes its opening while the
+        rest of the sentence is decoded, so a commit of the same words plays it at once."""
+        if self._prompt_changed or not self._synced_prompt:
+            return []
+        words = _whole_words(self._reply_text())
+        if not words or words == self._begun:
+            return []
+        self._begun = words
+        return [(Emission.BEGINNING, words)]
 
     def _commit_first_sentence(self, sentence: str, end: int) -> None:
         self.phase = Phase.SPEAKING
@@ -445,3 +459,11 @@ class Session:
         self.phase = Phase.DONE
         self._keep_exchange(reply)
         return [(Emission.DONE, reply)]
+
+
+def _whole_words(text: str) -> str:
+    """`text` without its last word, which may still be growing token by token."""
+    return _LAST_WORD.sub("", text.strip())
+
+
+_LAST_WORD = re.compile(r"\s*\S+$")

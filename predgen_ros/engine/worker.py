@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..events import Emission, Heard
+from ..os_threads import name_thread
 from .session import Session
 from .turn import TurnStats
 
@@ -120,6 +121,7 @@ class EngineWorker:
         return self._busy
 
     def _run(self) -> None:
+        name_thread()  # llama.cpp's passes run on it: the CPU budget reads it by name
         while not self.mailbox.closed:
             for event in self.mailbox.take(self._wait_time()):
                 self._guarded(self._deliver, event)

@@ -42,15 +42,15 @@ def run_turn(session: Session, tts: PiperSynthesizer, events: list[TimedEvent], 
     audio comes once the committed sentence's opening is synthesized (audio/pieces.py).
     """
     pending = deque(events)
-    candidate = None
+    candidate = None  # the opening to synthesize ahead
     first_audio = None
     while True:
         while pending and pending[0].t <= clock():
             deliver(session, pending.popleft())
         if session.has_work():
             for kind, text in session.step():
-                if kind is Emission.CANDIDATE:
-                    candidate = text
+                if kind in (Emission.CANDIDATE, Emission.BEGINNING):
+                    candidate = tts.opening_ahead(text, finished=kind is Emission.CANDIDATE)
                 elif kind is Emission.COMMIT:  # once per turn
                     pieces = tts.pieces(text) if text else []
                     if pieces:
@@ -61,7 +61,7 @@ def run_turn(session: Session, tts: PiperSynthesizer, events: list[TimedEvent], 
                 elif kind is Emission.DONE:
                     return first_audio
         elif candidate is not None:
-            tts.synthesize(tts.pieces(candidate)[0])  # its opening only, as tts_node does
+            tts.synthesize(candidate)  # its opening only, as tts_node does
             candidate = None
         elif pending:
             clock.skip_to(pending[0].t)

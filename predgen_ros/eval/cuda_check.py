@@ -368,6 +368,9 @@ class NoVoice:
     def pieces(self, text: str) -> list[str]:
         return [text]
 
+    def opening_ahead(self, words: str, finished: bool = True) -> None:
+        return None
+
     def synthesize(self, piece: str) -> None:
         return None
 

@@ -17,6 +17,9 @@ audio/user, tts/audio std_msgs/Int16MultiArray  mono int16 samples; layout.dim[0
 tts/reference        std_msgs/Int16MultiArray  what the loudspeaker plays, as tts/audio, and layout.dim[1].label
                                           "played_at_ns:<n>": when its first sample starts to play (echo.py)
 turn/end_probability diagnostic_msgs/KeyValue   key: the partial; value: P(the user is done after it)
+predgen/candidate    std_msgs/String      a speculative first sentence, to synthesize ahead and not to play; ending in
+                                          "…": its beginning while it is still being decoded (its opening is worth
+                                          synthesizing once the words after it make it certain)
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import re
 import numpy as np
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import KeyValue
-from std_msgs.msg import Header, Int16MultiArray, MultiArrayDimension
+from std_msgs.msg import Header, Int16MultiArray, MultiArrayDimension, String
 
 _RATE_LABEL = re.compile(r"mono_(\d+)hz")
 
@@ -111,3 +114,17 @@ def audio_rate(msg: Int16MultiArray) -> int | None:
 
 def end_probability(partial: str, probability: float) -> KeyValue:
     return KeyValue(key=partial, value=f"{probability:.6g}")
+
+
+_UNFINISHED = "…"
+
+
+def candidate(text: str, finished: bool = True) -> String:
+    """predgen/candidate: a speculative first sentence, or its beginning (`finished` False)."""
+    return String(data=text if finished else text + _UNFINISHED)
+
+
+def candidate_of(msg: String) -> tuple[str, bool]:
+    """A predgen/candidate's (text, whether it is a whole sentence)."""
+    text = msg.data.strip()
+    return text.removesuffix(_UNFINISHED), not text.endswith(_UNFINISHED)

@@ -45,7 +45,7 @@ from .common import (
     stamp,
     status,
 )
-from .messages import end_probability, first_audio_cached, sentence_of, utterance_of, voice_kind
+from .messages import candidate, end_probability, first_audio_cached, sentence_of, utterance_of, voice_kind
 
 # The key-values of each predgen/latency status (docs/guide.md#topics-services-qos).
 REPORT_KEYS = (
@@ -206,8 +206,8 @@ class PredgenNode(ManagedNode):
     def _on_emission(self, kind: Emission, text: str, turn: TurnStats) -> None:
         if not self.context.ok():
             return  # a stop signal shut the context while a turn was being decoded: nothing to publish to
-        if kind is Emission.CANDIDATE:
-            self.candidate_pub.publish(String(data=text))
+        if kind in (Emission.CANDIDATE, Emission.BEGINNING):
+            self.candidate_pub.publish(candidate(text, finished=kind is Emission.CANDIDATE))
         elif kind is Emission.END_PROBABILITY:  # key: the partial; value: P(the user is done after it)
             self.end_probability_pub.publish(end_probability(text, turn.end_probabilities[-1][1]))
         elif kind is Emission.COMMIT:

@@ -3,7 +3,9 @@
 An empty `tts/say` message ends a reply.  The opening words of each
 `predgen/candidate` sentence are synthesized ahead into a bounded cache while the
 player is idle, so a committed first sentence that was foreseen starts playing at
-once.  Only the opening: a commit that comes during this work waits for it, and
+once; of a candidate still being decoded (its beginning, marked "…") the opening
+is synthesized as soon as the words after it make it certain, while the LLM
+decodes the rest.  Only the opening: a commit that comes during this work waits for it, and
 the rest is synthesized while the opening plays anyway.  A first
 sentence that was not starts after its opening words are synthesized; the rest
 is synthesized on a second thread while they play (audio/pieces.py).  The time
@@ -27,7 +29,7 @@ from std_msgs.msg import Bool, Header, Int16MultiArray, String
 from ..audio.pieces import FIRST_WORDS
 from ..audio.player import PlayerEvents, PlayerState, ReplyPlayer
 from ..audio.sinks import SINKS, SinkError, make_sink
-from ..audio.tts import CACHE_SIZE, PiperSynthesizer, VoiceError
+from ..audio.tts import CACHE_SIZE, THREADS, PiperSynthesizer, VoiceError
 from ..turn_taking import Voice
 from .common import (
     AUDIO_QOS,
@@ -41,7 +43,7 @@ from .common import (
     run_node,
     stamp,
 )
-from .messages import audio_chunk, decision_of, first_audio, reference_chunk, voice_event
+from .messages import audio_chunk, candidate_of, decision_of, first_audio, reference_chunk, voice_event
 from .peer_watch import PeerWatch
 
 TTS_PARAMS = {
@@ -60,6 +62,7 @@ TTS_PARAMS = {
         "publish what the loudspeaker plays on tts/reference, stamped with its play time, for asr_node's echo canceller",
     ),
     "tts.cache_size": (CACHE_SIZE, "sentences kept synthesized (candidates and recent sentences)"),
+    "tts.threads": (THREADS, "Piper's CPU threads (0: one per core); the LLM keeps the other core"),
     "tts.presynthesize": (True, "synthesize the opening words of predgen/candidate sentences ahead while idle"),
     "tts.first_words": (
         FIRST_WORDS,
@@ -103,7 +106,10 @@ class TtsNode(ManagedNode):
         """Load the voice and open the sink."""
         try:
             self.synth = PiperSynthesizer(
-                self.p["tts.voice_path"] or None, self.p["tts.cache_size"], first_words=self.p["tts.first_words"]
+                self.p["tts.voice_path"] or None,
+                self.p["tts.cache_size"],
+                first_words=self.p["tts.first_words"],
+                threads=self.p["tts.threads"],
             )
         except VoiceError as err:
             raise StartupError(f"tts.voice_path: {err}") from None
@@ -157,8 +163,9 @@ class TtsNode(ManagedNode):
 
     # ------------------------------------------------------------ callbacks
     def _on_candidate(self, msg: String) -> None:
-        if msg.data.strip() and self.p["tts.presynthesize"]:
-            self.player.foresee(msg.data)
+        text, finished = candidate_of(msg)
+        if text and self.p["tts.presynthesize"]:
+            self.player.foresee(text, finished)
 
     def _on_user_turn(self, _msg: String) -> None:
         """asr_node publishes only the user's turns: what predgen_node says next answers one."""
