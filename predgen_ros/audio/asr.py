@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from ..cpu_meter import METER
 from ..events import Heard
 from ..transcripts import same_words, words_after
 from .endpoint import ENDPOINT_SILENCE_S, EndpointConfig, Endpointer
@@ -413,6 +414,8 @@ class StreamingAsr:
         last = None
         count = len(frames) // self._frame
         for i in range(count):
-            if self.vad.is_speech(frames[i * self._frame : (i + 1) * self._frame]):
+            with METER.stage("voice detector"):
+                voiced = self.vad.is_speech(frames[i * self._frame : (i + 1) * self._frame])
+            if voiced:
                 last = t_frames_end - (count - 1 - i) * self._frame / (2 * SAMPLE_RATE)
         return last

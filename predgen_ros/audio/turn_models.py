@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cpu_meter import METER
 from .pcm import SAMPLE_RATE, AsrError
 
 SMART_TURN_SECONDS = 8  # the model reads the utterance's last 8 s (zero-padded at the front)
@@ -102,6 +103,10 @@ class SmartTurn:
 
     def probability(self, pcm: bytes) -> float:
         """16 kHz int16 audio of the utterance (its last 8 s are read)."""
+        with METER.stage("smart turn"):
+            return self._probability(pcm)
+
+    def _probability(self, pcm: bytes) -> float:
         samples = np.frombuffer(pcm, dtype=np.int16)[-SMART_TURN_SECONDS * SAMPLE_RATE :].astype(np.float32) / 32768.0
         padded = np.pad(samples, (SMART_TURN_SECONDS * SAMPLE_RATE - len(samples), 0))
         features = self._features.compute_whisper_log_mel_features(padded, do_normalize=True)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..os_threads import named_threads
 from .pcm import SAMPLE_RATE, AsrError
 from .whisper_models import check_model_name, embedded_model_path
 
@@ -97,9 +98,10 @@ class WhisperTranscriber:
         from faster_whisper.tokenizer import Tokenizer
 
         try:
-            model = WhisperModel(
-                str(path), device=settings.device, compute_type=settings.compute_type, cpu_threads=settings.threads
-            )
+            with named_threads("whisper"):  # CTranslate2's workers, started here, do the transcriptions
+                model = WhisperModel(
+                    str(path), device=settings.device, compute_type=settings.compute_type, cpu_threads=settings.threads
+                )
         except (RuntimeError, ValueError) as err:  # CTranslate2: a corrupt model.bin, no CUDA, an unsupported type
             raise AsrError(f"asr.whisper: cannot load {path}: {str(err).splitlines()[0]}") from None
         self.settings = settings

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..os_threads import name_thread
 from ..transcripts import same_words
 from .pcm import SAMPLE_RATE
 from .whisper import WhisperTranscriber
@@ -166,6 +167,7 @@ class WhisperStreamingRecognizer:
 
     # ---------------------------------------------------- the thread's side
     def _run(self) -> None:
+        name_thread()
         while True:
             with self._condition:
                 self._condition.wait_for(lambda: self._stopping or self._next_job() is not None)

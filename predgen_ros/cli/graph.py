@@ -62,6 +62,22 @@ def register(sub) -> None:
     )
     demo.set_defaults(run=cmd_demo)
 
+    cpu = sub.add_parser(
+        "budget",
+        help="the demo's conversation once, every node thread's CPU sampled: CPU per stage while the user speaks and "
+        "on the critical path, and one turn's timeline",
+    )
+    cpu.add_argument("--limit", type=int, default=8, help="utterances of the embedded robot conversation (default 8)")
+    cpu.add_argument("--policy", choices=POLICIES, default="predgen", help="predgen_node's policy (default predgen)")
+    cpu.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file (default: config/predgen.yaml)")
+    cpu.add_argument(
+        "--out",
+        type=Path,
+        default=Path("budget-out"),
+        help="budget.json, budget.md, timeline.png and node logs (default budget-out)",
+    )
+    cpu.set_defaults(run=cmd_budget)
+
     stress = sub.add_parser("stress", help="soak the ROS 2 graph with many turns, then inject faults; prints one summary line")
     stress.add_argument("--turns", type=int, default=300, help="utterances of the soak (default 300)")
     stress.add_argument(
@@ -113,16 +129,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
         settings.asr_backend = args.asr_backend
     answers = run_demo(settings)
     how = f"spoken by Piper, heard by {args.asr_backend}" if spoken else "typed at 600 chars/min (text backend)"
-    print(f"\naudio latency from the end of speech, {len(questions)} utterances {how}, through the ROS 2 graph:")
+    since = "the true end of speech (the last voiced sample)" if spoken else "the end of speech"
+    print(f"\naudio latency from {since}, {len(questions)} utterances {how}, through the ROS 2 graph:")
     print(latency_table(questions, answers))
     print("\nconversation (docs/results/conversations.md): repeated openings, history copy, first sentence as baseline's")
     print(measures_table(conversation_measures(answers, _tokenizer_encode())))
     phases = {
-        policy: [TurnPhases.of_report(str(i), r) for i, r in enumerate(rows, 1) if r is not None]
+        policy: [TurnPhases.of_report(str(i), r, _true_end(r)) for i, r in enumerate(rows, 1) if r is not None]
         for policy, rows in answers.items()
     }
     print(
-        "\nwhere the silence goes (endpoint: the final after the end of speech; LLM: the commit after it; TTS: the first audio after that):"
+        "\nwhere the silence goes (detector lag: the voice detector's end of speech after the true end; endpoint: the final "
+        "after the detector's end; LLM: the commit after the final; TTS: the first audio after the commit):"
     )
     print(format_phase_table(phase_summary(phases)))
     plot_phases(args.out / "phases.png", phases)
@@ -136,6 +154,27 @@ def cmd_demo(args: argparse.Namespace) -> int:
     for policy, turn in unanswered:
         print(f"demo: question {turn} got no reply from {policy} (see {args.out}/graph-{policy}.log)", file=sys.stderr)
     return 1 if unanswered else 0
+
+
+def cmd_budget(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from ..audio.text_asr import robot_conversation_file
+    from ..eval.cpu_budget import format_budget, run_budget
+    from ..eval.graph_demo import DemoSettings
+
+    check_limit(args.limit)
+    settings = DemoSettings(params_file_or_default(args.params), args.out, robot_conversation_file(), (args.policy,), args.limit)
+    with tqdm(total=args.limit, desc="budget", unit="turn") as bar:
+        result = run_budget(settings, args.policy, progress=bar.update)
+    print(format_budget(result))
+    print(f"wrote {args.out}/budget.json, budget.md, timeline.png; node logs: {args.out}/graph-{args.policy}.log")
+    return 0 if result["turns"] == args.limit else 1
+
+
+def _true_end(report: dict[str, str]) -> float | None:
+    """The true end of speech the spoken demo knows (the text backend's reports have none)."""
+    return float(report["t_true_end"]) if "t_true_end" in report else None
 
 
 def cmd_stress(args: argparse.Namespace) -> int:

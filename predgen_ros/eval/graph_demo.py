@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,43 +105,72 @@ class SpokenUser(ReportListener):
         super().__init__("predgen_demo_user")
         self.audio = self.node.create_publisher(Int16MultiArray, "audio/user", TEXT_QOS)
         self.robot_speaking = False
+        self.said: list[Said] = []  # the utterances said so far
         self.node.create_subscription(Bool, "robot_speaking", self._on_speaking, TEXT_QOS)
 
     def _on_speaking(self, msg) -> None:
         self.robot_speaking = msg.data
 
-    def play(self, pcm: bytes) -> None:
-        """`pcm` (16 kHz int16) in 20 ms chunks, each when its last sample would be heard."""
+    def play(self, pcm: bytes, marks_s: tuple[float, ...] = ()) -> list[float]:
+        """`pcm` (16 kHz int16) in 20 ms chunks, each when its last sample would be heard.
+        Returns when the sample at each of `marks_s` (s into `pcm`) was heard: the time its
+        chunk went out (a busy CPU may send a chunk late; asr_node dates audio by its
+        arrival) less the rest of that chunk."""
         import time
 
         from ..audio.pcm import AUDIO_CHUNK_MS, chunks
         from ..nodes.messages import audio_chunk
 
-        start = time.time()
-        for i, piece in enumerate(chunks(pcm, AUDIO_CHUNK_MS / 1000), 1):
-            self.wait_for(lambda: False, max(0.0, start + i * AUDIO_CHUNK_MS / 1000 - time.time()))
+        chunk_s = AUDIO_CHUNK_MS / 1000
+        start, heard = time.time(), []
+        for i, piece in enumerate(chunks(pcm, chunk_s), 1):
+            self.wait_for(lambda: False, max(0.0, start + i * chunk_s - time.time()))
             self.audio.publish(audio_chunk(np.frombuffer(piece, dtype=np.int16), SAMPLE_RATE))
-
-    def say_all(self, utterances: list[bytes], timeout: float, progress=None) -> list[list[int]]:
-        """Each utterance once the graph listens and the last reply has ended; the
-        indices of the reports that came for each."""
-        silence = lambda s: b"\0" * (2 * int(s * SAMPLE_RATE))  # noqa: E731
-        self.wait_connected(self.graph.nodes)  # asr_node listens once predgen_node hears it
-        heard = []
-        for pcm in utterances:
-            before = len(self.reports)
-            self.play(silence(self.LEAD_S) + pcm + silence(self.TAIL_S))
-            self.wait_for(lambda before=before: len(self.reports) > before and not self.robot_speaking, timeout)
-            self.play(silence(0.5))  # a final that came late (a split utterance) is still this one's
-            heard.append(list(range(before, len(self.reports))))
-            if progress:
-                progress(1)
+            now = time.time()
+            heard += [now - (i * chunk_s - mark) for mark in marks_s[len(heard) :] if i * chunk_s >= mark]
         return heard
 
+    def say_all(self, utterances: list[bytes], timeout: float, progress=None) -> list[Said]:
+        """Each utterance once the graph listens and the last reply has ended: what was
+        said of each, and the reports that came for it."""
+        silence = lambda s: b"\0" * (2 * int(s * SAMPLE_RATE))  # noqa: E731
+        self.wait_connected(self.graph.nodes)  # asr_node listens once predgen_node hears it
+        said = self.said
+        for pcm in utterances:
+            before = len(self.reports)
+            voiced = voiced_span_s(pcm)
+            t_start, t_end = self.play(silence(self.LEAD_S) + pcm + silence(self.TAIL_S), tuple(self.LEAD_S + t for t in voiced))
+            self.wait_for(lambda before=before: len(self.reports) > before and not self.robot_speaking, timeout)
+            self.play(silence(0.5))  # a final that came late (a split utterance) is still this one's
+            said.append(Said(list(range(before, len(self.reports))), t_start, t_end))
+            if progress:
+                progress(1)
+        return said
 
-def run_policy(policy: str, settings: DemoSettings, progress=None) -> list[dict[str, str] | None]:
+
+@dataclass(frozen=True)
+class Said:
+    """One utterance as the user said it: the reports that came for it, and the wall times
+    of its true start and end of speech (its first and last voiced samples)."""
+
+    reports: list[int]
+    t_start: float
+    t_end: float
+
+
+def voiced_span_s(pcm: bytes) -> tuple[float, float]:
+    """Where the speech in `pcm` (16 kHz int16) begins and ends: its first voiced sample and
+    the end of its last (s; (0, 0) without one)."""
+    from .make_bag import VOICED
+
+    loud = np.flatnonzero(np.abs(np.frombuffer(pcm, dtype=np.int16).astype(np.int32)) > VOICED)
+    return (int(loud[0]) / SAMPLE_RATE, (int(loud[-1]) + 1) / SAMPLE_RATE) if len(loud) else (0.0, 0.0)
+
+
+def run_policy(policy: str, settings: DemoSettings, progress=None, watch=None) -> list[dict[str, str] | None]:
     """Start the graph with `policy`, let the user speak, return each utterance's report
-    (with its whole reply under "reply"; None where none came)."""
+    (with its whole reply under "reply"; None where none came).  `watch(graph, listener)`:
+    a context manager around the conversation (the CPU budget samples the graph in it)."""
     wav_dir = settings.out / policy
     wav_dir.mkdir(parents=True, exist_ok=True)
     overrides = {"policy": policy, "tts.sink": "wav", "tts.wav_dir": str(wav_dir.resolve()), "tts.realtime": False}
@@ -160,18 +190,33 @@ def run_policy(policy: str, settings: DemoSettings, progress=None) -> list[dict[
     with open(log_path, "w") as log, Graph(settings.params_file, overrides, log=log) as graph:
         listener.graph = graph
         try:
-            if settings.spoken:
-                heard = listener.say_all([spoken_pcm(text) for text in texts], settings.turn_timeout_s, progress)
-            else:  # asr_node asks each question once the previous reply has ended (or timed out)
-                listener.wait_until_input_finished(settings.turn_timeout_s * settings.limit, progress)
+            utterances = [spoken_pcm(text) for text in texts] if settings.spoken else []
+            with watch(graph, listener) if watch else nullcontext():
+                if settings.spoken:
+                    heard = listener.say_all(utterances, settings.turn_timeout_s, progress)
+                else:  # asr_node asks each question once the previous reply has ended (or timed out)
+                    listener.wait_until_input_finished(settings.turn_timeout_s * settings.limit, progress)
         except GraphError as err:
             raise GraphError(f"policy {policy}: {err}; see {log_path}") from None
         finally:
             listener.close()
     reports = with_replies(listener.reports, listener.responses)
     if settings.spoken:  # the last report of each utterance is its answer
-        return [reports[indices[-1]] if indices else None for indices in heard]
+        return [from_true_end(reports[u.reports[-1]], u.t_end) if u.reports else None for u in heard]
     return reports_by_question(texts, reports)
+
+
+def from_true_end(report: dict[str, str], true_end: float) -> dict[str, str]:
+    """The report with the utterance's true end of speech (`t_true_end`) and the audio
+    latency from it (`audio_latency_s`; predgen_node's, from the voice detector's end,
+    stays as `detector_audio_latency_s`)."""
+    latency = float(report["t_first_audio"]) - true_end
+    return {
+        **report,
+        "t_true_end": str(true_end),
+        "detector_audio_latency_s": report["audio_latency_s"],
+        "audio_latency_s": str(latency),
+    }
 
 
 def spoken_pcm(text: str) -> bytes:

@@ -46,6 +46,7 @@ from ..audio.text_asr import CHARS_PER_MINUTE, QuestionError, load_questions, te
 from ..audio.whisper import COMPUTE_TYPES, DEVICES, WhisperSettings
 from ..audio.whisper_models import EMBEDDED_MODELS
 from ..events import Heard
+from ..os_threads import name_thread
 from ..turn_taking import TURN_PARAMS, TurnOwner, Voice, turn_owner, words
 from .common import AUDIO_QOS, ERROR, OK, TEXT_QOS, WARN, ManagedNode, StartupError, run_node, stamp
 from .messages import audio_rate, played_at, speech_end, turn_decision, voice_event
@@ -425,6 +426,7 @@ class AsrNode(ManagedNode):
 
     # --------------------------------------------------------------- sources
     def _guarded(self, source) -> None:
+        name_thread()  # the audio loop: voice detector, echo canceller, endpoint (the CPU budget reads it by name)
         try:
             source()
         except AsrError as err:

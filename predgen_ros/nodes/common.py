@@ -16,7 +16,10 @@ from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescri
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from threadpoolctl import threadpool_limits
 
+from ..cpu_meter import METER
+from ..os_threads import name_thread
 from .matching import matched_endpoints
 
 # Text topics: reliable and deep enough that a reply's sentences are never dropped.
@@ -49,6 +52,7 @@ RANGES = {
     "asr.whisper.beam": (1, 10),
     "tts.chunk_ms": (10, 1000),
     "tts.first_words": (0, 64),
+    "tts.threads": (0, 64),
 }
 
 MANAGED_PARAMS = {
@@ -152,6 +156,10 @@ def run_node(name: str, make_node: Callable[[], Node], args: list[str] | None = 
     """Start a node, spin until Ctrl-C or shutdown; startup errors are one line, exit 2."""
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
+    name_thread(name)  # the executor's thread: the node's callbacks (the CPU budget reads it by name)
+    # numpy's work in a node is small (Whisper's and Smart Turn's features, Piper's audio): a
+    # second OpenBLAS thread only spins, and doubled Whisper's CPU (docs/results/cpu-budget.md)
+    threadpool_limits(1, "blas")
     rclpy.init(args=args)
     # The executor first: a stop signal that lands while the node starts (a launch or
     # bringup stopping right after "ready") then ends it like one that lands while it spins.
@@ -214,7 +222,7 @@ class ManagedNode(LifecycleNode):
     def _report(self) -> tuple[int, str, dict[str, Any]]:
         if self.lifecycle_state == "active":
             level, message, values = self.health()
-            return level, message, values | matched_endpoints(self)
+            return level, message, values | matched_endpoints(self) | METER.figures()
         if self.lifecycle_state == "inactive":
             level, message, values = self.health()
             return level, f"inactive ({message})", values

@@ -35,6 +35,7 @@ class GraphProbe:
         self.node = rclpy.create_node(name)
         self.graph = graph
         self.health: dict[str, tuple[int, str, dict[str, str]]] = {}  # node -> (level, message, values)
+        self.health_count: dict[str, int] = {}  # node -> /diagnostics messages heard from it
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_health, 10)
         self._clients: dict[tuple[str, str], Any] = {}
 
@@ -46,10 +47,18 @@ class GraphProbe:
                 status.message,
                 {kv.key: kv.value for kv in status.values},
             )
+            self.health_count[node] = self.health_count.get(node, 0) + 1
 
     def value(self, node: str, key: str, default: str = "") -> str:
         """The latest diagnostics value `key` of `node`."""
         return self.health.get(node, (0, "", {}))[2].get(key, default)
+
+    def fresh_values(self, node: str, timeout: float) -> dict[str, str]:
+        """`node`'s diagnostics values from a message sent after this call (what it counted up to now)."""
+        seen = self.health_count.get(node, 0)
+        if not self.wait_for(lambda: self.health_count.get(node, 0) > seen + 1, timeout):
+            raise GraphError(f"no /diagnostics from {node} within {timeout:g} s")
+        return dict(self.health[node][2])
 
     # ------------------------------------------------------------ waiting
     def wait_for(self, condition: Callable[[], bool], timeout: float) -> bool:
