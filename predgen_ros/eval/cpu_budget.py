@@ -250,16 +250,19 @@ def plot_turn(path: Path, times: np.ndarray, cumulative: dict[str, np.ndarray], 
     held = [np.diff(np.interp(edges, times, cumulative[s])) / np.diff(edges) for s in stages]
     x = edges[:-1] - turn.t_end
     fig, ax = plt.subplots(figsize=(10, 4))
-    ax.stackplot(x, held, labels=stages, step="post")
-    for label, t in (
-        ("true end", turn.t_end),
-        ("detector end", turn.t_detector),
-        ("final", turn.t_final),
-        ("commit", turn.t_commit),
-        ("first audio", turn.t_first_audio),
+    colors = plt.get_cmap("tab20").colors  # one colour per stage (tab10 repeats after ten)
+    ax.stackplot(x, held, labels=stages, step="post", colors=colors[: len(stages)])
+    for i, (label, t) in enumerate(
+        (
+            ("true end", turn.t_end),
+            ("detector end", turn.t_detector),
+            ("final", turn.t_final),
+            ("commit", turn.t_commit),
+            ("first audio", turn.t_first_audio),
+        )
     ):
         ax.axvline(t - turn.t_end, color="black", lw=0.8, ls="--")
-        ax.text(t - turn.t_end, 2.02, label, rotation=90, va="bottom", ha="center", fontsize=7)
+        ax.text(t - turn.t_end, 2.02, label, rotation=90, va="bottom", ha="right" if i % 2 else "left", fontsize=7)
     ax.axhline(2.0, color="grey", lw=0.6)
     ax.set_ylim(0, 2.6)
     ax.set_xlabel("seconds from the true end of speech")
