@@ -182,6 +182,33 @@ def test_the_noise_is_learned_from_the_quietest_frames_and_climbs_slowly():
     assert guarded.is_speech(loud)  # still 11 dB above what the noise is taken for
 
 
+def scaled(factor: int) -> bytes:
+    """A frame `factor` times the room's noise in amplitude (20·log10(factor) dB above it)."""
+    return (np.frombuffer(ROOM_NOISE, dtype=np.int16) * factor).tobytes()
+
+
+def test_an_open_utterances_frames_near_the_noise_and_far_under_its_peak_are_the_rooms_tail():
+    """After the last word a reverberant room keeps WebRTC's detector voiced until the tail
+    sinks into the noise; with no echo present those frames end the voice."""
+    guarded = EchoGuardedVad(Counting(), window_s=0.03, share=1.0, voice_over_noise_db=10.0)
+    run(guarded, 5, echo_present=False)  # the noise is learned
+    guarded.utterance_open = True
+    voice, tail = scaled(30), scaled(2)  # 29.5 dB above the noise; 6 dB above it, 23.5 dB under the voice
+    assert [guarded.is_speech(f) for f in (voice, voice, tail, tail)] == [True, True, False, False]
+    assert guarded.tail_frames == 2
+    assert guarded.is_speech(scaled(4))  # 12 dB above the noise: still the voice
+
+    guarded.utterance_open = False  # the next utterance is a quiet voice: its peak is its own
+    assert guarded.is_speech(scaled(4))
+    guarded.utterance_open = True
+    assert [guarded.is_speech(f) for f in (scaled(4), tail)] == [True, True]  # near the noise itself: every frame counts
+
+    untouched = EchoGuardedVad(Counting(), window_s=0.03, share=1.0, tail_below_peak_db=None)
+    run(untouched, 5, echo_present=False)
+    untouched.utterance_open = True
+    assert [untouched.is_speech(f) for f in (voice, tail)] == [True, True]
+
+
 @pytest.mark.parametrize(
     "window, share, named", [(0.3, 0.0, "onset_share"), (0.3, 1.5, "onset_share"), (0.0, 0.6, "onset_window_s")]
 )

@@ -579,6 +579,7 @@ class AsrNode(ManagedNode):
             "echo_voice_frames_held": self.guarded_vad.held_frames if self.guarded_vad else 0,
             "echo_suppressed_frames": self.guarded_vad.suppressed_frames if self.guarded_vad else 0,
             "echo_faint_frames": self.guarded_vad.faint_frames if self.guarded_vad else 0,
+            "voice_tail_frames": self.guarded_vad.tail_frames if self.guarded_vad else 0,
             "echo_leak_frames_silenced": self.echo.leaks.silenced_frames,
             "echo_microphone_clock_jumps": self.echo.clock.jumps,
         }
