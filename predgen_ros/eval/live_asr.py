@@ -93,9 +93,11 @@ class LivePlayer(Player):
     replayed = ("audio/user",)
     recorded_topics = {
         **GRAPH_TOPICS,
+        "asr/partial": USER_TOPICS["asr/partial"],  # with turn/end_probability: the path from the voice's end to the final
         "asr/final": USER_TOPICS["asr/final"],
         "asr/speech_end": USER_TOPICS["asr/speech_end"],
         "asr/voice": USER_TOPICS["asr/voice"],  # the end-of-turn contract's word on each final
+        "turn/end_probability": "diagnostic_msgs/msg/KeyValue",
         "tts/interruption": "std_msgs/msg/Header",  # where the robot's voice paused, went on or stopped
         "/diagnostics": "diagnostic_msgs/msg/DiagnosticArray",  # the recognizer's lag, the LLM's and the TTS's work
     }

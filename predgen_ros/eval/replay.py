@@ -75,7 +75,7 @@ class Player(GraphProbe):
     recorded_topics = GRAPH_TOPICS
 
     def __init__(self):
-        from diagnostic_msgs.msg import DiagnosticArray
+        from diagnostic_msgs.msg import DiagnosticArray, KeyValue
         from std_msgs.msg import Bool, Header, Int16MultiArray, String
         from std_srvs.srv import Trigger
 
@@ -88,6 +88,7 @@ class Player(GraphProbe):
             "std_msgs/msg/Bool": Bool,
             "std_msgs/msg/Int16MultiArray": Int16MultiArray,
             "diagnostic_msgs/msg/DiagnosticArray": DiagnosticArray,
+            "diagnostic_msgs/msg/KeyValue": KeyValue,
         }
         self.types = types
         self.publishers = {t: self.node.create_publisher(types[USER_TOPICS[t]], t, TEXT_QOS) for t in self.replayed}
