@@ -20,23 +20,19 @@ from pathlib import Path
 
 import numpy as np
 
-from predgen_ros.audio.asr import Heard, StreamingAsr, make_vad
-from predgen_ros.audio.double_talk import TAIL_BELOW_PEAK_DB, EchoGuardedVad
-from predgen_ros.audio.echo import EchoCanceller
-from predgen_ros.audio.echo_hearing import EchoHearing
+from predgen_ros.audio.asr import Heard
+from predgen_ros.audio.double_talk import TAIL_BELOW_PEAK_DB
+from predgen_ros.audio.ear import EarSettings, build_ear
 from predgen_ros.audio.pcm import SAMPLE_RATE
-from predgen_ros.audio.recognizers import make_recognizer
 from predgen_ros.eval.endpoints import load_audio
 
 
 def speech_ends(audio, tail_below_peak_db: float | None) -> list[float]:
     """The end of speech of every final, in stream time."""
-    vad = EchoGuardedVad(make_vad("webrtc"), tail_below_peak_db=tail_below_peak_db)
-    hearing = EchoHearing(EchoCanceller(), vad)
-    asr = StreamingAsr(make_recognizer("pocketsphinx"), vad=vad)
-    ends = []
+    ear = build_ear(EarSettings(recognizer="pocketsphinx", tail_below_peak_db=tail_below_peak_db))
+    asr, ends = ear.asr, []
     for t_end, pcm in audio:
-        pcm = hearing.chunk(asr, pcm, t_end - len(pcm) / 2 / SAMPLE_RATE)
+        pcm = ear.hear(pcm, t_end - len(pcm) / 2 / SAMPLE_RATE)
         ends += [e.t_speech_end for e in asr.feed(pcm) if e.kind is Heard.FINAL]
     ends += [e.t_speech_end for e in asr.finish_stream() if e.kind is Heard.FINAL]
     asr.close()

@@ -32,11 +32,8 @@ import numpy as np
 from echo_onsets import MIC_CHUNK_S, REPLIES, TTS_CHUNK_S, Voice
 from tqdm import tqdm
 
-from predgen_ros.audio.asr import AsrEvent, StreamingAsr, in_order, make_vad
-from predgen_ros.audio.double_talk import EchoGuardedVad
-from predgen_ros.audio.echo import EchoCanceller
-from predgen_ros.audio.echo_hearing import EchoHearing
-from predgen_ros.audio.endpoint import ENDPOINT_SILENCE_S
+from predgen_ros.audio.asr import AsrEvent, in_order
+from predgen_ros.audio.ear import EarSettings, build_ear
 from predgen_ros.audio.heard_audio import CancellerInputs, HeardAudio
 from predgen_ros.audio.pcm import SAMPLE_RATE
 from predgen_ros.audio.recognizers import make_recognizer
@@ -115,11 +112,10 @@ def hear_trial(
     room = RoomMicrophone(probe)
     room.enter_room(room_seed)
     room.start(0.0)
-    canceller = EchoCanceller()
+    # asr_node's hearing; the final is the recognizer's closing re-decode, as echo.md's runs had it
+    ear = build_ear(EarSettings(final_from_partial=False), recognizer=recognizer, on_utterance=on_utterance)
+    canceller, asr = ear.echo, ear.asr
     canceller.tap = tap
-    guarded = EchoGuardedVad(make_vad("webrtc", 2))
-    hearing = EchoHearing(canceller, guarded)
-    asr = StreamingAsr(recognizer, ENDPOINT_SILENCE_S, vad=guarded, on_utterance=on_utterance)
     owner = TurnOwner(TurnRules(), "pause", 1.0, clock=lambda: t)
     warm = [(BEFORE_S + i * TTS_CHUNK_S, c) for i, c in enumerate(in_chunks(warm_up, TTS_CHUNK_S))]
     speaker = Loudspeaker(in_chunks(reply, TTS_CHUNK_S), BEFORE_S + len(warm_up) / SAMPLE_RATE + WARM_UP_GAP_S)
@@ -138,7 +134,7 @@ def hear_trial(
         lo, hi = max(at, 0), min(at + n, len(clip))
         if hi > lo:
             user[lo - at : hi - at] = clip[lo:hi]
-        pcm = hearing.chunk(asr, room.next_chunk(user).tobytes(), t)
+        pcm = ear.hear(room.next_chunk(user).tobytes(), t)
         t += MIC_CHUNK_S
         heard = asr.feed(pcm)
         recognizer.idle()  # Whisper as if instant
@@ -146,7 +142,7 @@ def hear_trial(
             if not isinstance(event_heard, AsrEvent):
                 what, at_s = event_heard
                 if what in ("start", "resumed"):
-                    at_s = hearing.voice_began(asr, at_s)
+                    at_s = ear.voice_began(at_s)
                 speaker.obey(owner.voice(what, at_s).voice, t - clip_at, f"voice {what}")
             elif event_heard.kind == "partial":
                 speaker.obey(owner.partial(event_heard.text).voice, t - clip_at, event_heard.text)

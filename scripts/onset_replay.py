@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from predgen_ros.audio.asr import make_vad
-from predgen_ros.audio.double_talk import ONSET_SHARE, ONSET_WINDOW_S, VOICE_OVER_NOISE_DB, EchoGuardedVad
+from predgen_ros.audio.double_talk import ONSET_SHARE, ONSET_WINDOW_S, VOICE_OVER_NOISE_DB
+from predgen_ros.audio.ear import EarSettings
 from predgen_ros.audio.pcm import SAMPLE_RATE
 from predgen_ros.eval.hearing_replay import align, graph_pauses, load_trials, read_inputs, replayed_voice_starts, score
 
@@ -43,12 +43,11 @@ def parse_variant(text: str) -> dict[str, float]:
     return settings
 
 
-def detector(settings: dict[str, float]) -> EchoGuardedVad:
-    return EchoGuardedVad(make_vad("webrtc", 2), settings["window"], settings["share"], settings["over_noise"])
-
-
 def replay(inputs: Path, settings: dict[str, float]) -> list[float]:
-    return replayed_voice_starts(*read_inputs(inputs), detector=partial(detector, settings))
+    ear = EarSettings(
+        onset_window_s=settings["window"], onset_share=settings["share"], voice_over_noise_db=settings["over_noise"]
+    )
+    return replayed_voice_starts(*read_inputs(inputs), ear)
 
 
 def label(settings: dict[str, float]) -> str:

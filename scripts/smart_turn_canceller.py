@@ -19,13 +19,9 @@ import json
 import statistics
 from pathlib import Path
 
-from predgen_ros.audio.asr import StreamingAsr, make_vad
-from predgen_ros.audio.double_talk import EchoGuardedVad
-from predgen_ros.audio.echo import EchoCanceller
-from predgen_ros.audio.echo_hearing import EchoHearing
+from predgen_ros.audio.ear import EarSettings, build_ear
 from predgen_ros.audio.endpoint import EndpointConfig
 from predgen_ros.audio.pcm import SAMPLE_RATE
-from predgen_ros.audio.recognizers import make_recognizer
 from predgen_ros.audio.turn_models import SmartTurn
 from predgen_ros.eval.endpoint_sweep import CLOSING_TOLERANCE_S, PAUSES_S, PauseRecorder
 from predgen_ros.eval.endpoints import load_audio
@@ -35,12 +31,8 @@ OBSERVE_S = 1.5  # longer than any pause length asked about
 
 def question_ends(audio, markers, t0_ns: int, smart_turn: SmartTurn, canceller: bool) -> list[dict]:
     """Per question, the pause after its true end: Smart Turn at each of PAUSES_S, and its start minus the true end."""
-    vad = make_vad("webrtc")
-    hearing = None
-    if canceller:
-        vad = EchoGuardedVad(vad)
-        hearing = EchoHearing(EchoCanceller(), vad)
-    asr = StreamingAsr(make_recognizer("pocketsphinx"), vad=vad)
+    ear = build_ear(EarSettings(recognizer="pocketsphinx", echo_cancel="webrtc" if canceller else "none"))
+    asr = ear.asr
     recorder = PauseRecorder(
         EndpointConfig(policy="fused", pause_s=min(PAUSES_S), max_silence_s=OBSERVE_S),
         lambda: smart_turn.probability(asr.utterance_audio),
@@ -48,9 +40,7 @@ def question_ends(audio, markers, t0_ns: int, smart_turn: SmartTurn, canceller: 
     )
     asr.endpointer = recorder
     for t_end, pcm in audio:
-        if hearing is not None:
-            pcm = hearing.chunk(asr, pcm, t_end - len(pcm) / 2 / SAMPLE_RATE)
-        asr.feed(pcm)
+        asr.feed(ear.hear(pcm, t_end - len(pcm) / 2 / SAMPLE_RATE))
     asr.close()
     ends = []
     for i, marker in enumerate(markers):

@@ -9,7 +9,7 @@ import rclpy
 from predgen_ros.eval.echo_mic import RoomMicrophone, probe_speech
 from predgen_ros.eval.interruption_bag import Trial, first_voiced_s
 from predgen_ros.eval.interruptions import GRAPH_OVERRIDES, HEARING, NODES, ROBOT_IN_MIC, AudioFeed, Recorder, run_trial
-from predgen_ros.nodes.asr_node import ASR_PARAMS
+from predgen_ros.nodes.asr_params import ASR_PARAMS
 from predgen_ros.nodes.bringup import Graph, default_params_file
 from predgen_ros.turn_taking import CUT_OFF_MARK, Speech, TurnRules
 

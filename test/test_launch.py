@@ -10,7 +10,7 @@ import pytest
 
 from predgen_ros.engine.params import ENGINE_PARAMS
 from predgen_ros.nodes import bringup
-from predgen_ros.nodes.asr_node import ASR_PARAMS
+from predgen_ros.nodes.asr_params import ASR_PARAMS
 from predgen_ros.nodes.tts_node import TTS_PARAMS
 
 LAUNCH_FILE = Path(__file__).resolve().parents[1] / "launch" / "predgen.launch.py"

@@ -18,16 +18,13 @@ from __future__ import annotations
 import json
 import re
 import wave
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ..audio.asr import StreamingAsr, make_vad
-from ..audio.double_talk import EchoGuardedVad
-from ..audio.echo import FRAME, EchoCanceller
-from ..audio.echo_hearing import EchoHearing
+from ..audio.ear import EarSettings, build_ear
+from ..audio.echo import FRAME
 from ..audio.pcm import SAMPLE_RATE
 
 CHUNK = SAMPLE_RATE // 50  # asr_node's 20 ms microphone chunks
@@ -59,8 +56,7 @@ class _NoRecognizer:
         return ""
 
 
-def shipped_detector() -> EchoGuardedVad:
-    return EchoGuardedVad(make_vad("webrtc", 2))
+SHIPPED = EarSettings()  # asr_node's defaults: the WebRTC canceller and its guarded detector
 
 
 @dataclass
@@ -77,33 +73,30 @@ class VoiceSpan:
         return None if self.ended is None else self.ended - self.began
 
 
-def replayed_voice(
-    mic: np.ndarray, reference: np.ndarray, detector: Callable[[], EchoGuardedVad] = shipped_detector
-) -> list[VoiceSpan]:
-    """Every utterance asr_node's hearing, given these inputs, opens, with its voice's span."""
+def replayed_voice(mic: np.ndarray, reference: np.ndarray, settings: EarSettings = SHIPPED) -> list[VoiceSpan]:
+    """Every utterance asr_node's hearing (`settings`, with the canceller), given these
+    inputs, opens, with its voice's span."""
     mic, reference = mic.astype(np.int16), reference.astype(np.int16)
-    canceller, guarded = EchoCanceller(), detector()
-    hearing, asr = EchoHearing(canceller, guarded), StreamingAsr(_NoRecognizer(), vad=guarded)
+    ear = build_ear(settings, recognizer=_NoRecognizer())
+    canceller, guarded, asr = ear.echo, ear.guarded_vad, ear.asr
     spans: list[VoiceSpan] = []
     for at in range(0, len(mic) - CHUNK + 1, CHUNK):
         t = at / SAMPLE_RATE
         for k in range(0, CHUNK, FRAME):  # the reference as paired: each frame's own
             canceller.played(t + k / SAMPLE_RATE, reference[at + k : at + k + FRAME].tobytes())
-        asr.feed(hearing.chunk(asr, mic[at : at + CHUNK].tobytes(), t))
+        asr.feed(ear.hear(mic[at : at + CHUNK].tobytes(), t))
         for what, stamped in asr.voice_changes():
             if what in ("start", "resumed"):
-                spans.append(VoiceSpan(t + CHUNK / SAMPLE_RATE, hearing.voice_began(asr, stamped), None, guarded.echo_present))
+                spans.append(VoiceSpan(t + CHUNK / SAMPLE_RATE, ear.voice_began(stamped), None, guarded.echo_present))
             elif what == "end" and spans:
                 spans[-1].ended = stamped
     return spans
 
 
-def replayed_voice_starts(
-    mic: np.ndarray, reference: np.ndarray, detector: Callable[[], EchoGuardedVad] = shipped_detector
-) -> list[float]:
+def replayed_voice_starts(mic: np.ndarray, reference: np.ndarray, settings: EarSettings = SHIPPED) -> list[float]:
     """Stream times (s) at which asr_node's hearing, given these inputs, opens an
     utterance over the robot's echo (the owner pauses the robot there)."""
-    return [span.opened for span in replayed_voice(mic, reference, detector) if span.over_echo]
+    return [span.opened for span in replayed_voice(mic, reference, settings) if span.over_echo]
 
 
 def graph_pauses(log: Path) -> np.ndarray:

@@ -34,115 +34,23 @@ import numpy as np
 from diagnostic_msgs.msg import KeyValue
 from std_msgs.msg import Bool, Header, Int16MultiArray, String
 
-from ..audio.asr import VADS, AsrEvent, StreamingAsr, in_order, make_vad
-from ..audio.double_talk import ONSET_SHARE, ONSET_WINDOW_S, VOICE_OVER_NOISE_DB, EchoGuardedVad
-from ..audio.echo import ECHO_CANCELLERS, EchoCanceller
-from ..audio.echo_hearing import EchoHearing
-from ..audio.endpoint import POLICIES, EndpointConfig, Endpointer, EndpointError
+from ..audio.asr import AsrEvent, StreamingAsr, in_order
+from ..audio.ear import Ear, build_ear
+from ..audio.echo import ECHO_CANCELLERS
+from ..audio.endpoint import EndpointError
 from ..audio.heard_audio import CancellerInputs, HeardAudio
-from ..audio.pcm import AUDIO_CHUNK_MS, SAMPLE_RATE, AsrError, chunks, microphone_chunks, read_wav, to_pcm16k
-from ..audio.recognizers import DEFAULT_RECOGNIZER, RECOGNIZERS, make_recognizer
-from ..audio.text_asr import CHARS_PER_MINUTE, QuestionError, load_questions, text_partials
-from ..audio.whisper import COMPUTE_TYPES, DEVICES, WhisperSettings
-from ..audio.whisper_models import EMBEDDED_MODELS
+from ..audio.pcm import SAMPLE_RATE, AsrError, chunks, microphone_chunks, read_wav, to_pcm16k
+from ..audio.recognizers import RECOGNIZERS
+from ..audio.text_asr import QuestionError, load_questions, text_partials
 from ..events import Heard
 from ..os_threads import name_thread
-from ..turn_taking import TURN_PARAMS, TurnOwner, Voice, turn_owner, words
+from ..turn_taking import TurnOwner, Voice, turn_owner, words
+from .asr_params import ASR_PARAMS, ear_settings
 from .common import AUDIO_QOS, ERROR, OK, TEXT_QOS, WARN, ManagedNode, StartupError, run_node, stamp
 from .messages import audio_rate, played_at, speech_end, turn_decision, voice_event
 from .peer_watch import PEER, PeerWatch
 
 UNKNOWN_NODE = "_NODE_NAME_UNKNOWN_"  # rmw's name for an endpoint whose node it has not heard of yet
-
-ASR_PARAMS = {
-    "asr.backend": (DEFAULT_RECOGNIZER, f"the recognizer: {' | '.join(RECOGNIZERS)}"),
-    "asr.input": ("microphone", "audio backends: 'microphone' (PortAudio), 'topic' (audio/user) or a WAV file path"),
-    "asr.device": ("", "capture device name or index for 'microphone'; empty = system default"),
-    "asr.chunk_ms": (
-        AUDIO_CHUNK_MS,
-        "audio read from the microphone or WAV file per step (ms); the utterance ends within one chunk of the endpoint's silence",
-    ),
-    "asr.endpoint_silence_s": (
-        EndpointConfig.silence_s,
-        "policy fixed: trailing silence that ends an utterance; fused: the pause when one estimate says complete (s)",
-    ),
-    "asr.endpoint.policy": (
-        EndpointConfig.policy,
-        f"when an utterance ends: {' | '.join(POLICIES)} (docs/guide.md#end-of-turn-when-the-user-is-done)",
-    ),
-    "asr.endpoint.pause_s": (
-        EndpointConfig.pause_s,
-        "smart_turn, llm, fused: a pause this long asks whether the turn is complete (s)",
-    ),
-    "asr.endpoint.max_silence_s": (
-        EndpointConfig.max_silence_s,
-        "smart_turn, llm, fused: end after this much silence whatever the estimates (s)",
-    ),
-    "asr.endpoint.audio_threshold": (
-        EndpointConfig.audio_threshold,
-        "Smart Turn probability at or above which the turn is complete",
-    ),
-    "asr.endpoint.text_threshold": (
-        EndpointConfig.text_threshold,
-        "LLM end-of-message probability at or above which the turn is complete",
-    ),
-    "asr.final_from_partial": (
-        True,
-        "the final is the last partial, sent at the endpoint; false: the recognizer's closing re-decode (slower, rewrites the partial)",
-    ),
-    "asr.vad": ("webrtc", f"voice activity detector: {' | '.join(VADS)}"),
-    "asr.vad_mode": (2, "webrtc VAD aggressiveness, 0 (loose) to 3 (strict)"),
-    "asr.whisper.model": (
-        WhisperSettings.model,
-        f"the embedded Whisper model: {' | '.join(EMBEDDED_MODELS)} (used when asr.whisper.model_path is empty)",
-    ),
-    "asr.whisper.model_path": (
-        "",
-        "a CTranslate2 Whisper folder (small, distil, large-v3-turbo); wins over asr.whisper.model",
-    ),
-    "asr.whisper.device": (WhisperSettings.device, f"where Whisper runs: {' | '.join(DEVICES)}"),
-    "asr.whisper.compute_type": (WhisperSettings.compute_type, f"Whisper's weights and arithmetic: {' | '.join(COMPUTE_TYPES)}"),
-    "asr.whisper.threads": (
-        WhisperSettings.threads,
-        "Whisper's CPU threads (0: CTranslate2's default); the LLM keeps the others",
-    ),
-    "asr.whisper.beam": (WhisperSettings.beam, "Whisper's beam width (1: greedy, fastest)"),
-    "asr.whisper.language": (WhisperSettings.language, "the language a multilingual Whisper model hears"),
-    "asr.vosk.model_path": ("", "vosk model folder (e.g. vosk-model-small-en-us-0.15); needed for backend vosk"),
-    "asr.text.source": ("", "text backend: MT-Bench .jsonl or a text file, one utterance a line; empty = MT-Bench turn 1"),
-    "asr.text.limit": (0, "text backend: only the first N utterances; 0 = all"),
-    "asr.text.chars_per_minute": (CHARS_PER_MINUTE, "text backend: speaking rate"),
-    "asr.text.wait_for_reply": (True, "text backend: wait until the robot has answered before the next utterance"),
-    "asr.text.reply_timeout_s": (120.0, "text backend: give up waiting for a reply after this long"),
-    "asr.text.gap_s": (1.0, "text backend: silence before each utterance (s)"),
-    "asr.mute_while_robot_speaks": (
-        True,
-        "ignore audio while robot_speaking is true (no echo of the robot's voice); "
-        "only while no tts/reference reaches the echo canceller",
-    ),
-    "asr.echo_cancel": (
-        "webrtc",
-        f"{' | '.join(ECHO_CANCELLERS)}: take the robot's voice (tts/reference) out of the microphone's audio and listen "
-        "while it speaks, so the user can interrupt it (audio/echo.py; docs/results/echo.md); none: the mute decides",
-    ),
-    "asr.echo.onset_window_s": (
-        ONSET_WINDOW_S,
-        "while the robot's echo may be at the microphone, a voice opens an utterance once this window of it is "
-        "mostly voiced (audio/double_talk.py)",
-    ),
-    "asr.echo.onset_share": (ONSET_SHARE, "the share of that window's voice-detector frames that must be voiced, (0, 1]"),
-    "asr.echo.voice_over_noise_db": (
-        VOICE_OVER_NOISE_DB,
-        "and only frames this far above the room's noise (learned while the robot is silent) count as voice (dB)",
-    ),
-    "asr.record_dir": (
-        "",
-        "save each utterance as the recognizer read it (after the echo canceller) to NNNN.wav here, with its final "
-        "in heard.jsonl, to listen to what the robot heard, and with the echo canceller its two inputs to "
-        "canceller-inputs.wav (audio/heard_audio.py); empty = off",
-    ),
-    **TURN_PARAMS,
-}
 
 
 class AsrState(Enum):
@@ -176,7 +84,7 @@ class AsrNode(ManagedNode):
         self.decision_pub = self.create_publisher(Header, "turn/decision", TEXT_QOS)  # what tts_node's voice does
         self.turns: TurnOwner | None = None
         self._due = None  # timer: a pause that lasted turn.resume_s resumes
-        self.asr: StreamingAsr | None = None
+        self.ear: Ear | None = None  # the hearing chain (audio/ear.py), audio backends
         self.predgen = PeerWatch(self)  # on a split robot, the other host may go away
         self.robot_speaking = False
         self.replies = 0  # robot_speaking true -> false transitions seen
@@ -189,9 +97,6 @@ class AsrNode(ManagedNode):
         self._source = None  # configured: runs the source until it ends or the node deactivates
         self._close_source = None  # what closes the microphone
         self._arrived: queue.Queue[bytes] | None = None  # asr.input topic: the chunks of audio/user
-        self.echo: EchoCanceller | None = None
-        self.guarded_vad: EchoGuardedVad | None = None  # with the echo canceller
-        self.hearing: EchoHearing | None = None  # the two together, chunk by chunk
         self.heard_audio: HeardAudio | None = None  # asr.record_dir
         self.canceller_inputs: CancellerInputs | None = None  # asr.record_dir, with the echo canceller
         self._stream_t0 = 0.0  # wall time at the stream's time 0 (a paused source moves it)
@@ -220,7 +125,7 @@ class AsrNode(ManagedNode):
         ]
         if self._arrived is not None:
             self._listening.append(self.create_subscription(Int16MultiArray, "audio/user", self._on_audio, TEXT_QOS))
-        if self.echo is not None:
+        if self.ear is not None and self.ear.echo is not None:
             self._reference_sub = self.create_subscription(Int16MultiArray, "tts/reference", self._on_reference, AUDIO_QOS)
             self._listening.append(self._reference_sub)
         self._due = self.create_timer(0.02, lambda: self._decide(self.turns.due(), cause="no turn within turn.resume_s"))
@@ -241,9 +146,9 @@ class AsrNode(ManagedNode):
             self._close_source()
         if self.canceller_inputs is not None:
             self.canceller_inputs.close()
-        if self.asr is not None:
-            self.asr.close()
-        self._source = self._close_source = self._arrived = self.asr = None
+        if self.ear is not None:
+            self.ear.close()
+        self._source = self._close_source = self._arrived = self.ear = None
 
     # ---------------------------------------------------------------- set-up
     def _open_source(self):
@@ -258,37 +163,15 @@ class AsrNode(ManagedNode):
         if backend not in RECOGNIZERS:
             raise StartupError(f"asr.backend: unknown backend {backend!r} (choose one of {', '.join(RECOGNIZERS)})")
         try:
-            recognizer = make_recognizer(backend, self.p["asr.vosk.model_path"], self._whisper_settings())
-        except AsrError as err:
-            raise StartupError(str(err)) from None
-        # the canceller only once the recognizer is known good: its native runtime (livekit's) can
-        # abort the process at exit instead of the one-line error's exit code 2
-        if self.p["asr.echo_cancel"] == "webrtc":
-            try:
-                self.echo = EchoCanceller()
-            except AsrError as err:
-                raise StartupError(str(err)) from None
-        try:
-            vad = make_vad(self.p["asr.vad"], self.p["asr.vad_mode"])
-            if self.echo is not None:
-                vad = self.guarded_vad = EchoGuardedVad(
-                    vad, self.p["asr.echo.onset_window_s"], self.p["asr.echo.onset_share"], self.p["asr.echo.voice_over_noise_db"]
-                )
-                self.hearing = EchoHearing(self.echo, self.guarded_vad)
             if self.p["asr.record_dir"]:
                 self.heard_audio = HeardAudio(Path(self.p["asr.record_dir"]).expanduser())
-                if self.echo is not None:
-                    self.canceller_inputs = CancellerInputs(self.heard_audio.folder)
-                    self.echo.tap = self.canceller_inputs.frame
-            self.asr = asr = StreamingAsr(
-                recognizer,
-                redecode_final=not self.p["asr.final_from_partial"],
-                vad=vad,
-                on_utterance=self._heard if self.heard_audio else None,
-            )
-            asr.endpointer = self._endpointer(asr)
+            self.ear = build_ear(ear_settings(self.p), on_utterance=self._heard if self.heard_audio else None)
         except (AsrError, EndpointError, ValueError) as err:
             raise StartupError(str(err)) from None
+        if self.heard_audio is not None and self.ear.echo is not None:
+            self.canceller_inputs = CancellerInputs(self.heard_audio.folder)
+            self.ear.echo.tap = self.canceller_inputs.frame
+        asr = self.ear.asr
         chunk_s = self.p["asr.chunk_ms"] / 1000.0
         try:
             if self.p["asr.input"] == "microphone":  # opened here: a missing device is reported now
@@ -305,17 +188,6 @@ class AsrNode(ManagedNode):
 
     def _heard(self, pcm: bytes, final: str, t_speech_end: float) -> None:
         self.heard_audio.utterance(pcm, final, self._stream_t0 + t_speech_end)
-
-    def _whisper_settings(self) -> WhisperSettings:
-        return WhisperSettings(
-            model=self.p["asr.whisper.model"],
-            model_path=self.p["asr.whisper.model_path"],
-            device=self.p["asr.whisper.device"],
-            compute_type=self.p["asr.whisper.compute_type"],
-            threads=self.p["asr.whisper.threads"],
-            beam=self.p["asr.whisper.beam"],
-            language=self.p["asr.whisper.language"],
-        )
 
     def _queued(self, arrived: queue.Queue):
         """The chunks that arrived on `audio/user`, in order, as they come."""
@@ -347,27 +219,11 @@ class AsrNode(ManagedNode):
                 throttle_duration_sec=5.0,
             )
             return
-        self.echo.played(t, to_pcm16k(np.asarray(msg.data, dtype=np.int16), rate))
+        self.ear.echo.played(t, to_pcm16k(np.asarray(msg.data, dtype=np.int16), rate))
 
     def _hears_reference(self) -> bool:
         """The echo canceller can work: a tts/reference publisher is matched."""
         return self._reference_sub is not None and self._reference_sub.get_publisher_count() > 0
-
-    def _endpointer(self, asr: StreamingAsr) -> Endpointer:
-        config = EndpointConfig(
-            policy=self.p["asr.endpoint.policy"],
-            silence_s=self.p["asr.endpoint_silence_s"],
-            pause_s=self.p["asr.endpoint.pause_s"],
-            max_silence_s=self.p["asr.endpoint.max_silence_s"],
-            audio_threshold=self.p["asr.endpoint.audio_threshold"],
-            text_threshold=self.p["asr.endpoint.text_threshold"],
-        )
-        if not config.uses_audio:
-            return Endpointer(config)
-        from ..audio.turn_models import SmartTurn
-
-        smart_turn = SmartTurn()
-        return Endpointer(config, lambda: smart_turn.probability(asr.utterance_audio))
 
     def _on_end_probability(self, msg: KeyValue) -> None:
         """predgen_node's estimate that the user is done after the words in `key`."""
@@ -378,8 +234,8 @@ class AsrNode(ManagedNode):
                 f"ignored turn/end_probability with value {msg.value!r}: not a number", throttle_duration_sec=5.0
             )
             return
-        if self.asr is not None:
-            self.asr.text_estimate(msg.key, probability)
+        if self.ear is not None:
+            self.ear.asr.text_estimate(msg.key, probability)
 
     # ------------------------------------------------------------ publishing
     def publish_partial(self, text: str) -> None:
@@ -454,15 +310,15 @@ class AsrNode(ManagedNode):
                 self._sleep_until(start + (i + 1) * chunk_s)
             heard_s += len(pcm) / (2 * SAMPLE_RATE)
             t0 = self._stream_t0 = time.time() - heard_s
-            if self.echo is not None:
-                pcm = self.hearing.chunk(asr, pcm, self.echo.clock.captured(time.time(), len(pcm) // 2))
+            echo = self.ear.echo
+            pcm = self.ear.hear(pcm, echo.clock.captured(time.time(), len(pcm) // 2) if echo is not None else 0.0)
             # after an early final the user may go on: hear it (tts_node stops on the partial)
             mute = self.p["asr.mute_while_robot_speaks"] and not self._hears_reference()
             muted = self.robot_speaking and mute and not asr.listening_for_more()
             self.state = AsrState.MUTED if muted else AsrState.LISTENING
             events = asr.skip(pcm) if muted else asr.feed(pcm)
-            if muted and self.guarded_vad is not None:
-                self.guarded_vad.forget()  # the recognizer skipped this audio and dropped what it held
+            if muted and self.ear.guarded_vad is not None:
+                self.ear.guarded_vad.forget()  # the recognizer skipped this audio and dropped what it held
             self._publish(asr, events, t0)
         self._publish(asr, asr.finish_stream(), t0)
         self.state = AsrState.INPUT_FINISHED
@@ -474,8 +330,8 @@ class AsrNode(ManagedNode):
                 self._publish_event(item, t0)
                 continue
             what, t = item
-            if what in ("start", "resumed") and self.echo is not None:
-                t = self.hearing.voice_began(asr, t)  # counted late over the echo
+            if what in ("start", "resumed"):
+                t = self.ear.voice_began(t)  # counted late over the echo
             self.voice_pub.publish(voice_event(stamp(t0 + t), what))
             self._decide(self.turns.voice(what, t0 + t).voice, cause=f"voice {what}")
 
@@ -563,26 +419,17 @@ class AsrNode(ManagedNode):
                 "utterances_over_robot_ignored": self.turns.ignored if self.turns else 0,
                 "partials": self.partials,
                 "robot_speaking": self.robot_speaking,
-                **self._recognizer_load(),
+                **(self.ear.recognizer_load() if self.ear is not None else {}),
                 **self._echo_figures(),
                 **self._recording(),
             },
         )
 
     def _echo_figures(self) -> dict:
-        if self.echo is None:
+        if self.ear is None or self.ear.echo is None:
             return {"echo_cancel": "none"}
-        return {
-            "echo_cancel": "webrtc" if self._hears_reference() else "webrtc (no tts/reference yet: muting as asked)",
-            "echo_reference_late_chunks": self.echo.reference.late_chunks,
-            "echo_reference_late_s": round(self.echo.reference.late_s, 3),
-            "echo_voice_frames_held": self.guarded_vad.held_frames if self.guarded_vad else 0,
-            "echo_suppressed_frames": self.guarded_vad.suppressed_frames if self.guarded_vad else 0,
-            "echo_faint_frames": self.guarded_vad.faint_frames if self.guarded_vad else 0,
-            "voice_tail_frames": self.guarded_vad.tail_frames if self.guarded_vad else 0,
-            "echo_leak_frames_silenced": self.echo.leaks.silenced_frames,
-            "echo_microphone_clock_jumps": self.echo.clock.jumps,
-        }
+        hears = "webrtc" if self._hears_reference() else "webrtc (no tts/reference yet: muting as asked)"
+        return {"echo_cancel": hears, **self.ear.echo_figures()}
 
     def _recording(self) -> dict:
         if self.heard_audio is None:
@@ -592,20 +439,6 @@ class AsrNode(ManagedNode):
             "utterances_saved": self.heard_audio.count,
             "utterances_not_saved": self.heard_audio.failed,
             **({"canceller_inputs_s": round(inputs.frames / SAMPLE_RATE, 1)} if inputs else {}),
-        }
-
-    def _recognizer_load(self) -> dict:
-        """A background recognizer's lag (audio in -> its words out) and call cost, p50/p90 (s)."""
-        recognizer = self.asr.recognizer if self.asr is not None else None
-        lags, calls = list(getattr(recognizer, "lags", ())), list(getattr(recognizer, "calls", ()))
-        if not lags:
-            return {}
-        pick = lambda values, q: round(float(np.quantile(values, q)), 3)  # noqa: E731
-        return {
-            "recognizer_lag_p50_s": pick(lags, 0.5),
-            "recognizer_lag_p90_s": pick(lags, 0.9),
-            "recognizer_call_p90_s": pick(calls, 0.9),
-            "recognizer_failures": recognizer.failures,
         }
 
 

@@ -1,0 +1,132 @@
+"""The ear, built in one place: from its settings to the chain that turns microphone
+chunks into words and voice events.
+
+The chain: the echo canceller (echo.py; optional), the voice detector (guarded against
+the robot's echo while the canceller runs: double_talk.py), the streaming recognizer
+(asr.py over the recognizer the registry names: recognizers.py) and the endpoint rule
+(endpoint.py; Smart Turn loaded only when the rule asks for it).  asr_node hears through
+it, and the offline tools that replay the node's hearing build the same chain here, so
+what they measure is what the node hears.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .asr import StreamingAsr, make_vad
+from .double_talk import ONSET_SHARE, ONSET_WINDOW_S, TAIL_BELOW_PEAK_DB, VOICE_OVER_NOISE_DB, EchoGuardedVad
+from .echo import ECHO_CANCELLERS, EchoCanceller
+from .echo_hearing import EchoHearing
+from .endpoint import EndpointConfig, Endpointer
+from .pcm import AsrError
+from .recognizers import DEFAULT_RECOGNIZER, make_recognizer
+from .whisper import WhisperSettings
+
+
+@dataclass(frozen=True)
+class EarSettings:
+    """asr_node's `asr.*` hearing parameters, by the same names."""
+
+    recognizer: str = DEFAULT_RECOGNIZER  # asr.backend
+    vosk_model_path: str = ""
+    whisper: WhisperSettings = field(default_factory=WhisperSettings)
+    echo_cancel: str = "webrtc"  # webrtc | none
+    vad: str = "webrtc"
+    vad_mode: int = 2
+    onset_window_s: float = ONSET_WINDOW_S  # the guarded detector's (asr.echo.*)
+    onset_share: float = ONSET_SHARE
+    voice_over_noise_db: float = VOICE_OVER_NOISE_DB
+    tail_below_peak_db: float | None = TAIL_BELOW_PEAK_DB  # the room's tail rule (no node parameter); None: off
+    final_from_partial: bool = True
+    endpoint: EndpointConfig = field(default_factory=EndpointConfig)
+
+    def __post_init__(self):
+        if self.echo_cancel not in ECHO_CANCELLERS:
+            raise AsrError(
+                f"asr.echo_cancel: unknown canceller {self.echo_cancel!r} (choose one of {', '.join(ECHO_CANCELLERS)})"
+            )
+
+
+class Ear:
+    """One built chain: `hear` each captured chunk, then feed `asr` what it returns."""
+
+    def __init__(self, asr: StreamingAsr, echo: EchoCanceller | None = None, guarded_vad: EchoGuardedVad | None = None):
+        self.asr = asr
+        self.echo = echo
+        self.guarded_vad = guarded_vad
+        self.hearing = EchoHearing(echo, guarded_vad) if echo is not None else None
+
+    def hear(self, pcm: bytes, captured_s: float) -> bytes:
+        """The chunk captured at `captured_s` (the reference's clock) as the recognizer
+        reads it: less the robot's voice when the canceller runs."""
+        return pcm if self.hearing is None else self.hearing.chunk(self.asr, pcm, captured_s)
+
+    def voice_began(self, t: float) -> float:
+        """When an utterance opened at stream time `t` began (over the echo: earlier)."""
+        return t if self.hearing is None else self.hearing.voice_began(self.asr, t)
+
+    def close(self) -> None:
+        self.asr.close()
+
+    def echo_figures(self) -> dict:
+        """The canceller's and the guarded detector's counters (asr_node's diagnostics)."""
+        echo, guarded = self.echo, self.guarded_vad
+        if echo is None:
+            return {}
+        return {
+            "echo_reference_late_chunks": echo.reference.late_chunks,
+            "echo_reference_late_s": round(echo.reference.late_s, 3),
+            "echo_voice_frames_held": guarded.held_frames,
+            "echo_suppressed_frames": guarded.suppressed_frames,
+            "echo_faint_frames": guarded.faint_frames,
+            "voice_tail_frames": guarded.tail_frames,
+            "echo_leak_frames_silenced": echo.leaks.silenced_frames,
+            "echo_microphone_clock_jumps": echo.clock.jumps,
+        }
+
+    def recognizer_load(self) -> dict:
+        """A background recognizer's lag (audio in -> its words out) and call cost, p50/p90 (s)."""
+        recognizer = self.asr.recognizer
+        lags, calls = list(getattr(recognizer, "lags", ())), list(getattr(recognizer, "calls", ()))
+        if not lags:
+            return {}
+        pick = lambda values, q: round(float(np.quantile(values, q)), 3)  # noqa: E731
+        return {
+            "recognizer_lag_p50_s": pick(lags, 0.5),
+            "recognizer_lag_p90_s": pick(lags, 0.9),
+            "recognizer_call_p90_s": pick(calls, 0.9),
+            "recognizer_failures": recognizer.failures,
+        }
+
+
+def build_ear(
+    settings: EarSettings,
+    recognizer=None,
+    on_utterance: Callable[[bytes, str, float], None] | None = None,
+) -> Ear:
+    """The chain `settings` describe; `recognizer` replaces the one they name (a replay
+    that needs no words).  AsrError, EndpointError or ValueError name a bad setting."""
+    recognizer = recognizer or make_recognizer(settings.recognizer, settings.vosk_model_path, settings.whisper)
+    # the canceller only once the recognizer is known good: its native runtime (livekit's) can
+    # abort the process at exit instead of the one-line error's exit code 2
+    echo = EchoCanceller() if settings.echo_cancel == "webrtc" else None
+    vad, guarded = make_vad(settings.vad, settings.vad_mode), None
+    if echo is not None:
+        vad = guarded = EchoGuardedVad(
+            vad, settings.onset_window_s, settings.onset_share, settings.voice_over_noise_db, settings.tail_below_peak_db
+        )
+    asr = StreamingAsr(recognizer, redecode_final=not settings.final_from_partial, vad=vad, on_utterance=on_utterance)
+    asr.endpointer = _endpointer(settings.endpoint, asr)
+    return Ear(asr, echo, guarded)
+
+
+def _endpointer(config: EndpointConfig, asr: StreamingAsr) -> Endpointer:
+    if not config.uses_audio:
+        return Endpointer(config)
+    from .turn_models import SmartTurn
+
+    smart_turn = SmartTurn()
+    return Endpointer(config, lambda: smart_turn.probability(asr.utterance_audio))
