@@ -22,7 +22,7 @@ from .echo import ECHO_CANCELLERS, EchoCanceller
 from .echo_hearing import EchoHearing
 from .endpoint import EndpointConfig, Endpointer
 from .pcm import AsrError
-from .recognizers import DEFAULT_RECOGNIZER, make_recognizer
+from .recognizers import DEFAULT_RECOGNIZER, RECOGNIZERS, make_recognizer
 from .whisper import WhisperSettings
 
 
@@ -44,6 +44,8 @@ class EarSettings:
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)
 
     def __post_init__(self):
+        if self.recognizer not in RECOGNIZERS:
+            raise AsrError(f"asr.backend: unknown backend {self.recognizer!r} (choose one of {', '.join(RECOGNIZERS)})")
         if self.echo_cancel not in ECHO_CANCELLERS:
             raise AsrError(
                 f"asr.echo_cancel: unknown canceller {self.echo_cancel!r} (choose one of {', '.join(ECHO_CANCELLERS)})"

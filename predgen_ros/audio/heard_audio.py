@@ -40,6 +40,11 @@ class HeardAudio:
         self.count = sum(1 for _ in (folder / INDEX).open()) if (folder / INDEX).is_file() else 0
         self.failed = 0  # utterances not saved (the disk full, the folder gone): hearing goes on
 
+    def figures(self, inputs: CancellerInputs | None = None) -> dict:
+        """What was kept (asr_node's diagnostics); `inputs`: the canceller's, if kept too."""
+        kept = {"utterances_saved": self.count, "utterances_not_saved": self.failed}
+        return {**kept, "canceller_inputs_s": round(inputs.frames / SAMPLE_RATE, 1)} if inputs else kept
+
     def utterance(self, pcm: bytes, final: str, speech_end: float) -> None:
         name = f"{self.count:04d}.wav"
         try:

@@ -26,7 +26,7 @@ from ..audio.pcm import SAMPLE_RATE, to_pcm16k
 from ..audio.recognizers import DEFAULT_RECOGNIZER
 from ..audio.text_asr import load_questions
 from ..audio.tts import PiperSynthesizer
-from ..nodes.asr_node import AsrState
+from ..nodes.asr_state import AsrState
 from ..nodes.bringup import Graph, GraphError
 from ..nodes.probe import GraphProbe
 

@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..nodes.asr_node import AsrState
+from ..nodes.asr_state import AsrState
 from ..nodes.bringup import NODES, Graph, GraphError
 from ..nodes.probe import GraphProbe
 

@@ -1,77 +1,46 @@
 """asr_node: the user's speech as `asr/partial` hypotheses and `asr/final` transcripts.
 
-Backends: pocketsphinx or vosk over the microphone, a WAV file or the
-`audio/user` topic (16 kHz mono chunks, e.g. a bag's audio replayed by
-`predgen-ros eval --live-asr`), or `text` (a simulated user speaking questions
-at a fixed rate).  Before each final it
-publishes `asr/speech_end`, whose stamp is the end of the user's voiced audio,
-so latency can be measured from the moment the user stopped talking.
+It hosts the ear (audio/ear.py: echo canceller, voice detector, recognizer, endpoint
+rule) over its audio source (the microphone, the `audio/user` topic or a WAV file), or
+the `text` backend's simulated user (text_user.py).  Before each final it publishes
+`asr/speech_end`, stamped with the end of the user's voiced audio, so latency is
+measured from when the user stopped talking; `asr/voice` carries the voice's changes.
 
-When the utterance ends is the endpoint policy's call (audio/endpoint.py): a
-fixed silence, or a short pause when Smart Turn (the audio) or the LLM (the
-words, from predgen_node's `turn/end_probability`) says the turn is complete.
+It also hosts the turn owner (turn_taking.py, `turn.*`): speech over the robot reaches
+asr/partial and asr/final only once it is a turn, and what the robot's voice does
+meanwhile (pause, resume, stop) goes out on `turn/decision` for tts_node.
 
-asr_node also owns the turn (turn_taking.py's TurnOwner, `turn.*` parameters):
-speech that begins while the robot speaks reaches asr/partial and asr/final only
-once it is a turn, and what the robot's voice does meanwhile (pause, resume,
-stop) goes out on `turn/decision` for tts_node.
-
-A lifecycle node like the other two: configure opens the recognizer and the
-audio source (a bad parameter stays unconfigured with its reason), activate
-starts hearing (a WAV file or a text list from its beginning), deactivate stops
-publishing, cleanup frees the recognizer and closes the microphone.
+A lifecycle node: configure opens the recognizer and the source (a bad parameter stays
+unconfigured with its reason), activate starts hearing, deactivate stops publishing,
+cleanup frees the recognizer and closes the microphone.
 """
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
-from enum import Enum
 from pathlib import Path
 
 import numpy as np
 from diagnostic_msgs.msg import KeyValue
 from std_msgs.msg import Bool, Header, Int16MultiArray, String
 
-from ..audio.asr import AsrEvent, StreamingAsr, in_order
-from ..audio.ear import Ear, build_ear
-from ..audio.echo import ECHO_CANCELLERS
-from ..audio.endpoint import EndpointError
+from ..audio.ear import Ear, EarSettings, build_ear
 from ..audio.heard_audio import CancellerInputs, HeardAudio
-from ..audio.pcm import SAMPLE_RATE, AsrError, chunks, microphone_chunks, read_wav, to_pcm16k
-from ..audio.recognizers import RECOGNIZERS
-from ..audio.text_asr import QuestionError, load_questions, text_partials
-from ..events import Heard
+from ..audio.pcm import SAMPLE_RATE, AsrError, to_pcm16k
+from ..audio.text_asr import QuestionError, load_questions
 from ..os_threads import name_thread
 from ..turn_taking import TurnOwner, Voice, turn_owner, words
 from .asr_params import ASR_PARAMS, ear_settings
-from .common import AUDIO_QOS, ERROR, OK, TEXT_QOS, WARN, ManagedNode, StartupError, run_node, stamp
+from .asr_state import AsrState
+from .audio_input import AudioInput, open_audio_input
+from .common import AUDIO_QOS, TEXT_QOS, WARN, ManagedNode, StartupError, run_node, stamp
+from .hearing_loop import HearingLoop
+from .listeners import wait_for_predgen
 from .messages import audio_rate, played_at, speech_end, turn_decision, voice_event
-from .peer_watch import PEER, PeerWatch
-
-UNKNOWN_NODE = "_NODE_NAME_UNKNOWN_"  # rmw's name for an endpoint whose node it has not heard of yet
-
-
-class AsrState(Enum):
-    """What asr_node's source is doing; the value is what /diagnostics reports."""
-
-    IDLE = "idle"  # not active
-    STARTING = "starting"
-    WAITING_FOR_PREDGEN = "waiting for predgen_node"
-    WAITING_FOR_TTS = "waiting for tts_node"
-    LISTENING = "listening"
-    MUTED = "muted"  # the robot speaks: its voice is not the user's
-    PAUSE = "pause"  # text backend: the silence before an utterance
-    SPEAKING = "speaking"  # text backend: an utterance being said
-    WAITING_FOR_REPLY = "waiting for the reply"
-    INPUT_FINISHED = "input finished"
-    ERROR = "error"
-
-    @property
-    def level(self) -> int:
-        waiting = self in (AsrState.WAITING_FOR_PREDGEN, AsrState.WAITING_FOR_TTS)
-        return ERROR if self is AsrState.ERROR else WARN if waiting else OK
+from .peer_watch import PeerWatch
+from .text_user import SimulatedTextUser
+from .waiting import Waits
 
 
 class AsrNode(ManagedNode):
@@ -94,12 +63,12 @@ class AsrNode(ManagedNode):
         self.error = ""
         self._last_partial = ""
         self._stopping = threading.Event()
+        self.waits = Waits(self._stopping)  # cut short when the node deactivates
         self._source = None  # configured: runs the source until it ends or the node deactivates
-        self._close_source = None  # what closes the microphone
-        self._arrived: queue.Queue[bytes] | None = None  # asr.input topic: the chunks of audio/user
+        self.audio_in: AudioInput | None = None  # audio backends: asr.input
         self.heard_audio: HeardAudio | None = None  # asr.record_dir
         self.canceller_inputs: CancellerInputs | None = None  # asr.record_dir, with the echo canceller
-        self._stream_t0 = 0.0  # wall time at the stream's time 0 (a paused source moves it)
+        self.loop: HearingLoop | None = None  # audio backends: the source thread's body
         self._reference_sub = None
         self._listening = []
         self.thread: threading.Thread | None = None
@@ -108,22 +77,19 @@ class AsrNode(ManagedNode):
     def configure(self) -> None:
         try:
             self.turns = turn_owner(self.p)
-        except ValueError as err:
+            settings = ear_settings(self.p)  # every asr.* setting checked, whatever the backend
+        except (AsrError, ValueError) as err:
             raise StartupError(str(err)) from None
-        if self.p["asr.echo_cancel"] not in ECHO_CANCELLERS:
-            raise StartupError(
-                f"asr.echo_cancel: unknown canceller {self.p['asr.echo_cancel']!r} (choose one of {', '.join(ECHO_CANCELLERS)})"
-            )
-        self._source = self._open_source()
+        self._source = self._open_source(settings)
 
     def activate(self) -> None:
         self._stopping.clear()
         self.state, self.error = AsrState.STARTING, ""
-        self._listening = [  # robot_speaking first: _wait_for_listeners reads it
+        self._listening = [  # robot_speaking first: wait_for_listeners reads it
             self.create_subscription(Bool, "robot_speaking", self._on_robot_speaking, TEXT_QOS),
             self.create_subscription(KeyValue, "turn/end_probability", self._on_end_probability, TEXT_QOS),
         ]
-        if self._arrived is not None:
+        if self.audio_in is not None and self.audio_in.topic is not None:
             self._listening.append(self.create_subscription(Int16MultiArray, "audio/user", self._on_audio, TEXT_QOS))
         if self.ear is not None and self.ear.echo is not None:
             self._reference_sub = self.create_subscription(Int16MultiArray, "tts/reference", self._on_reference, AUDIO_QOS)
@@ -142,16 +108,16 @@ class AsrNode(ManagedNode):
         self.state = AsrState.IDLE
 
     def cleanup(self) -> None:
-        if self._close_source:
-            self._close_source()
+        if self.audio_in is not None and self.audio_in.close is not None:
+            self.audio_in.close()
         if self.canceller_inputs is not None:
             self.canceller_inputs.close()
         if self.ear is not None:
             self.ear.close()
-        self._source = self._close_source = self._arrived = self.ear = None
+        self._source = self.audio_in = self.ear = None
 
     # ---------------------------------------------------------------- set-up
-    def _open_source(self):
+    def _open_source(self, settings: EarSettings):
         """A callable that produces the utterances; errors name the parameter at fault."""
         backend = self.p["asr.backend"]
         if backend == "text":
@@ -159,43 +125,26 @@ class AsrNode(ManagedNode):
                 questions = load_questions(self.p["asr.text.source"] or None, self.p["asr.text.limit"] or None)
             except QuestionError as err:
                 raise StartupError(f"asr.text.source: {err}") from None
-            return lambda: self._speak_texts([q.text for q in questions])
-        if backend not in RECOGNIZERS:
-            raise StartupError(f"asr.backend: unknown backend {backend!r} (choose one of {', '.join(RECOGNIZERS)})")
+            return SimulatedTextUser(self, [q.text for q in questions])
         try:
             if self.p["asr.record_dir"]:
                 self.heard_audio = HeardAudio(Path(self.p["asr.record_dir"]).expanduser())
-            self.ear = build_ear(ear_settings(self.p), on_utterance=self._heard if self.heard_audio else None)
-        except (AsrError, EndpointError, ValueError) as err:
+            self.ear = build_ear(settings, on_utterance=self._heard if self.heard_audio else None)
+        except (AsrError, ValueError) as err:
             raise StartupError(str(err)) from None
         if self.heard_audio is not None and self.ear.echo is not None:
             self.canceller_inputs = CancellerInputs(self.heard_audio.folder)
             self.ear.echo.tap = self.canceller_inputs.frame
-        asr = self.ear.asr
         chunk_s = self.p["asr.chunk_ms"] / 1000.0
         try:
-            if self.p["asr.input"] == "microphone":  # opened here: a missing device is reported now
-                stream = microphone_chunks(chunk_s, self.p["asr.device"])
-                self._close_source = stream.close
-                return lambda: self._listen(asr, stream, chunk_s, paced=True)
-            if self.p["asr.input"] == "topic":
-                self._arrived = arrived = queue.Queue()
-                return lambda: self._listen(asr, self._queued(arrived), chunk_s, paced=True)
-            pcm = read_wav(self.p["asr.input"])
+            self.audio_in = open_audio_input(self.p["asr.input"], self.p["asr.device"], chunk_s, self._stopping)
         except AsrError as err:
             raise StartupError(f"asr.input: {err}") from None
-        return lambda: self._listen(asr, chunks(pcm, chunk_s), chunk_s, paced=False)
+        self.loop = HearingLoop(self, self.ear, self.audio_in, chunk_s)
+        return self.loop
 
     def _heard(self, pcm: bytes, final: str, t_speech_end: float) -> None:
-        self.heard_audio.utterance(pcm, final, self._stream_t0 + t_speech_end)
-
-    def _queued(self, arrived: queue.Queue):
-        """The chunks that arrived on `audio/user`, in order, as they come."""
-        while not self._stopping.is_set():
-            try:
-                yield arrived.get(timeout=0.1)
-            except queue.Empty:
-                continue
+        self.heard_audio.utterance(pcm, final, self.loop.stream_t0 + t_speech_end)
 
     def _on_audio(self, msg: Int16MultiArray) -> None:
         if self.state not in (AsrState.LISTENING, AsrState.MUTED):
@@ -208,7 +157,7 @@ class AsrNode(ManagedNode):
                 throttle_duration_sec=5.0,
             )
             return
-        self._arrived.put(np.asarray(msg.data, dtype=np.int16).tobytes())
+        self.audio_in.topic.put(np.asarray(msg.data, dtype=np.int16).tobytes())
 
     def _on_reference(self, msg: Int16MultiArray) -> None:
         """What the loudspeaker played: the echo canceller's reference (audio/echo.py)."""
@@ -292,115 +241,23 @@ class AsrNode(ManagedNode):
             self.state, self.error = AsrState.ERROR, f"{type(err).__name__}: {err}"
             self.get_logger().error(f"ASR source failed: {self.error}")
 
-    def _listen(self, asr: StreamingAsr, audio, chunk_s: float, paced: bool) -> None:
-        """Feed audio chunks at their real timing; publish what the recognizer hears.
+    def publish_voice(self, what: str, t: float) -> None:
+        """A change of the user's voice at wall time `t`, and the turn owner's word on it."""
+        self.voice_pub.publish(voice_event(stamp(t), what))
+        self._decide(self.turns.voice(what, t).voice, cause=f"voice {what}")
 
-        Stream time maps to wall time at each chunk's arrival, so a source that
-        pauses (a replay waiting for the robot's reply) keeps its stamps right."""
-        # every source waits: what it hears before predgen_node's readers match is lost to it
-        # (a demo beside a busy CPU once lost its first question so); live audio meanwhile is dropped
-        self._wait_for_listeners(need_tts=False)
-        self.state = AsrState.LISTENING
-        start = t0 = time.time()
-        heard_s = 0.0
-        for i, pcm in enumerate(audio):
-            if self._stopping.is_set():
-                return
-            if not paced:  # a file: play it at real time, like a microphone
-                self._sleep_until(start + (i + 1) * chunk_s)
-            heard_s += len(pcm) / (2 * SAMPLE_RATE)
-            t0 = self._stream_t0 = time.time() - heard_s
-            echo = self.ear.echo
-            pcm = self.ear.hear(pcm, echo.clock.captured(time.time(), len(pcm) // 2) if echo is not None else 0.0)
-            # after an early final the user may go on: hear it (tts_node stops on the partial)
-            mute = self.p["asr.mute_while_robot_speaks"] and not self._hears_reference()
-            muted = self.robot_speaking and mute and not asr.listening_for_more()
-            self.state = AsrState.MUTED if muted else AsrState.LISTENING
-            events = asr.skip(pcm) if muted else asr.feed(pcm)
-            if muted and self.ear.guarded_vad is not None:
-                self.ear.guarded_vad.forget()  # the recognizer skipped this audio and dropped what it held
-            self._publish(asr, events, t0)
-        self._publish(asr, asr.finish_stream(), t0)
-        self.state = AsrState.INPUT_FINISHED
+    def mutes(self) -> bool:
+        """Whether the robot's voice deafens the node (asked, and no echo canceller can work)."""
+        return self.p["asr.mute_while_robot_speaks"] and not self._hears_reference()
 
-    def _publish(self, asr: StreamingAsr, events, t0: float) -> None:
-        """One chunk's words and voice changes, in order (asr.in_order)."""
-        for item in in_order(events, asr.voice_changes()):
-            if isinstance(item, AsrEvent):
-                self._publish_event(item, t0)
-                continue
-            what, t = item
-            if what in ("start", "resumed"):
-                t = self.ear.voice_began(t)  # counted late over the echo
-            self.voice_pub.publish(voice_event(stamp(t0 + t), what))
-            self._decide(self.turns.voice(what, t0 + t).voice, cause=f"voice {what}")
-
-    def _publish_event(self, event, t0: float) -> None:
-        if event.kind is Heard.PARTIAL:
-            self.publish_partial(event.text)
-        else:
-            self.publish_final(event.text, t0 + event.t_speech_end)
-
-    def _speak_texts(self, texts: list[str]) -> None:
-        """The simulated user: each text at the configured rate, then wait for the reply."""
-        self._wait_for_listeners(need_tts=self.p["asr.text.wait_for_reply"])
-        rate = self.p["asr.text.chars_per_minute"] / 60.0
-        for text in texts:
-            self.state = AsrState.PAUSE
-            if self._stopping.wait(self.p["asr.text.gap_s"]):
-                return
-            self.state = AsrState.SPEAKING
-            partials, t_end = text_partials(text, rate)
-            t0 = time.time()
-            for t, said in partials:
-                self._sleep_until(t0 + t)
-                self.publish_partial(said)
-            self._sleep_until(t0 + t_end)
-            replies = self.replies
-            self.publish_final(text, t0 + t_end)
-            if self.p["asr.text.wait_for_reply"]:
-                self.state = AsrState.WAITING_FOR_REPLY
-                self._wait_for(
-                    lambda replies=replies: self.replies > replies and not self.robot_speaking, self.p["asr.text.reply_timeout_s"]
-                )
-        self.state = AsrState.INPUT_FINISHED
-
-    def _wait_for_listeners(self, need_tts: bool) -> None:
-        """Start only once predgen_node listens (and tts_node, when a reply is awaited).
-        predgen_node hears all three of the user's topics, so each must have a listener."""
+    def wait_for_listeners(self, need_tts: bool) -> None:
+        """Start only once predgen_node listens (and tts_node, when a reply is awaited)."""
         self.state = AsrState.WAITING_FOR_PREDGEN
-        publishers = (self.partial_pub, self.speech_end_pub, self.final_pub)
-        self._wait_for(lambda: all(pub.get_subscription_count() > 0 for pub in publishers), None)
-        # Our writers matched a reader, but DDS matches each side on its own: until predgen_node's
-        # readers have matched these writers, what we publish is lost to it (a soak once lost its
-        # first question so).  Its heartbeat counts the writers its readers matched: wait until
-        # that is every writer of the three topics this node sees (its own among them).
-        self._wait_for(lambda: self._subscriber_nodes(self.speech_end_pub), None)
-        if PEER in self._subscriber_nodes(self.speech_end_pub):
-            writers = lambda: min(self.count_publishers(pub.topic_name) for pub in publishers)  # noqa: E731
-            self._wait_for(lambda: int(self.predgen.values.get("asr_writers_matched", "0")) >= writers(), None)
+        wait_for_predgen(self, self.waits, (self.partial_pub, self.speech_end_pub, self.final_pub), self.predgen)
         if need_tts:
             self.state = AsrState.WAITING_FOR_TTS
             hears_tts = self._listening[0]  # robot_speaking: matched, so no reply's end is missed
-            self._wait_for(lambda: hears_tts.get_publisher_count() > 0, None)
-
-    def _subscriber_nodes(self, publisher) -> set[str]:
-        """The nodes of `publisher`'s topic's subscriptions; empty until each one's name is known
-        (the graph names an endpoint some time after DDS matched it)."""
-        names = {info.node_name for info in self.get_subscriptions_info_by_topic(publisher.topic_name)}
-        return set() if UNKNOWN_NODE in names else names
-
-    def _wait_for(self, condition, timeout: float | None) -> bool:
-        deadline = None if timeout is None else time.time() + timeout
-        while not condition():
-            if self._stopping.wait(0.05) or (deadline and time.time() > deadline):
-                if deadline and time.time() > deadline:
-                    self.get_logger().warning(f"no reply within asr.text.reply_timeout_s={timeout:g} s; going on")
-                return False
-        return True
-
-    def _sleep_until(self, t: float) -> None:
-        self._stopping.wait(max(0.0, t - time.time()))
+            self.waits.until(lambda: hears_tts.get_publisher_count() > 0)
 
     # ----------------------------------------------------------- diagnostics
     def health(self):
@@ -421,7 +278,7 @@ class AsrNode(ManagedNode):
                 "robot_speaking": self.robot_speaking,
                 **(self.ear.recognizer_load() if self.ear is not None else {}),
                 **self._echo_figures(),
-                **self._recording(),
+                **(self.heard_audio.figures(self.canceller_inputs) if self.heard_audio is not None else {}),
             },
         )
 
@@ -430,16 +287,6 @@ class AsrNode(ManagedNode):
             return {"echo_cancel": "none"}
         hears = "webrtc" if self._hears_reference() else "webrtc (no tts/reference yet: muting as asked)"
         return {"echo_cancel": hears, **self.ear.echo_figures()}
-
-    def _recording(self) -> dict:
-        if self.heard_audio is None:
-            return {}
-        inputs = self.canceller_inputs
-        return {
-            "utterances_saved": self.heard_audio.count,
-            "utterances_not_saved": self.heard_audio.failed,
-            **({"canceller_inputs_s": round(inputs.frames / SAMPLE_RATE, 1)} if inputs else {}),
-        }
 
 
 def main(args: list[str] | None = None) -> int:

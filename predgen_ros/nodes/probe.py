@@ -17,7 +17,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState, GetState
 
-from .asr_node import AsrState
+from .asr_state import AsrState
 from .bringup import Graph, GraphError
 from .matching import unmatched
 

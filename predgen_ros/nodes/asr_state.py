@@ -1,0 +1,28 @@
+"""What asr_node's source is doing; the graph tools wait on it (probe.py)."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from .common import ERROR, OK, WARN
+
+
+class AsrState(Enum):
+    """The value is what /diagnostics reports."""
+
+    IDLE = "idle"  # not active
+    STARTING = "starting"
+    WAITING_FOR_PREDGEN = "waiting for predgen_node"
+    WAITING_FOR_TTS = "waiting for tts_node"
+    LISTENING = "listening"
+    MUTED = "muted"  # the robot speaks: its voice is not the user's
+    PAUSE = "pause"  # text backend: the silence before an utterance
+    SPEAKING = "speaking"  # text backend: an utterance being said
+    WAITING_FOR_REPLY = "waiting for the reply"
+    INPUT_FINISHED = "input finished"
+    ERROR = "error"
+
+    @property
+    def level(self) -> int:
+        waiting = self in (AsrState.WAITING_FOR_PREDGEN, AsrState.WAITING_FOR_TTS)
+        return ERROR if self is AsrState.ERROR else WARN if waiting else OK
