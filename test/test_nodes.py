@@ -232,7 +232,7 @@ class AsrNodeOnWav:
 def test_asr_node_streams_pocketsphinx_partials_and_finals(user_speech_wav):
     """asr_node over DDS: partials only on change and never empty, one final per utterance."""
     partials, finals, ends = [], [], []
-    with AsrNodeOnWav(user_speech_wav, "test_listener") as asr:
+    with AsrNodeOnWav(user_speech_wav, "test_listener", "-p", "asr.backend:=pocketsphinx") as asr:
         asr.node.create_subscription(String, "asr/partial", lambda m: partials.append(m.data), TEXT_QOS)
         asr.node.create_subscription(String, "asr/final", lambda m: finals.append((m.data, len(partials))), TEXT_QOS)
         asr.node.create_subscription(
