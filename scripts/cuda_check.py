@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The GPU node measured in one prepared run: properties, passes, bench (predgen_ros/eval/cuda_check.py).
+"""The GPU node measured in one prepared run: properties, passes, bench (scripts/gpu_check/).
 
 Here, once:   .venv/bin/python scripts/cuda_check.py --prepare     (fills .cuda_carry/, ignored by git)
               .venv/bin/python scripts/cuda_check.py --dry-run     (the device calls, exactly)
@@ -16,6 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the device has the repository, not the installed package
+sys.path.insert(0, str(ROOT / "scripts"))  # the harness (gpu_check/) is not part of the package
 
 CALL_TIMEOUT_S = {"call1": 240, "call2": 480}
 INSTALL = (
@@ -27,7 +28,7 @@ INSTALL = (
 def device_calls() -> list[dict]:
     """The two calls a lent device runs; the second must follow within the machine's
     warm time (30 s on an H200), so that the first half of the weights is still there."""
-    from predgen_ros.eval.cuda_check import GGUF_HALVES, RANDOM_SHAPES
+    from gpu_check.models import GGUF_HALVES, RANDOM_SHAPES
 
     common = [".cuda_carry/tokenizer", ".cuda_carry/wheels"]
     return [
@@ -52,8 +53,9 @@ def prepare() -> None:
     import shutil
     import subprocess
 
+    from gpu_check.models import CARRY, GGUF_HALVES, WHEELS
+
     from predgen_ros.engine.models import _default_gguf, embedded_tokenizer
-    from predgen_ros.eval.cuda_check import CARRY, GGUF_HALVES, WHEELS
 
     carry = ROOT / CARRY
     carry.mkdir(exist_ok=True)
@@ -93,13 +95,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"call {i}: timeout_s={call['timeout_s']} carry={call['carry']}\n  {call['command']}")
         return 0
     if args.page:
-        from predgen_ros.eval.cuda_page import write_page
+        from gpu_check.page import write_page
 
         write_page(args.page, args.results, [call["command"] for call in device_calls()])
         return 0
     if not args.out:
         parser.error("--out is required (or --prepare, --dry-run, --page)")
-    from predgen_ros.eval.cuda_check import PARTS, CheckSettings, run_check
+    from gpu_check.check import run_check
+    from gpu_check.models import PARTS, CheckSettings
 
     parts = tuple(p for p in args.parts.split(",") if p)
     unknown = [p for p in parts if p not in PARTS]

@@ -62,13 +62,14 @@ def test_the_dry_run_prints_the_device_calls():
 
 
 def test_a_missing_half_of_the_weights_is_reported_and_the_rest_still_runs(tmp_path, monkeypatch):
-    from predgen_ros.eval import cuda_check
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))  # the harness lives outside the package
+    from gpu_check import check, models
 
-    monkeypatch.setattr(cuda_check, "CARRY", tmp_path / "carry")
+    monkeypatch.setattr(models, "CARRY", tmp_path / "carry")
     (tmp_path / "carry").mkdir()
-    (tmp_path / "carry" / cuda_check.GGUF_HALVES[0]).write_bytes(b"half")
-    assert cuda_check.real_gguf(tmp_path / "carry") is None
-    settings = cuda_check.CheckSettings(tmp_path / "out", "cpu", ("passes",), models=("smollm2",))
-    result = cuda_check.run_check(settings, say=lambda _: None)
+    (tmp_path / "carry" / models.GGUF_HALVES[0]).write_bytes(b"half")
+    assert models.real_gguf(tmp_path / "carry") is None
+    settings = models.CheckSettings(tmp_path / "out", "cpu", ("passes",), models=("smollm2",))
+    result = check.run_check(settings, say=lambda _: None)
     assert "has not arrived" in result["errors"]["passes"]
     assert "passes: not measured" in (tmp_path / "out" / "results.md").read_text()

@@ -111,18 +111,12 @@ ASR_PARAMS = {
 
 def ear_settings(p: dict) -> EarSettings:
     """The hearing chain's settings from asr_node's parameter values `p`."""
+    whisper = {name: p[f"asr.whisper.{name}"] for name in WHISPER_FIELDS}
+    endpoint = {name: p[f"asr.endpoint.{name}"] for name in ENDPOINT_FIELDS}
     return EarSettings(
         recognizer=p["asr.backend"],
         vosk_model_path=p["asr.vosk.model_path"],
-        whisper=WhisperSettings(
-            model=p["asr.whisper.model"],
-            model_path=p["asr.whisper.model_path"],
-            device=p["asr.whisper.device"],
-            compute_type=p["asr.whisper.compute_type"],
-            threads=p["asr.whisper.threads"],
-            beam=p["asr.whisper.beam"],
-            language=p["asr.whisper.language"],
-        ),
+        whisper=WhisperSettings(**whisper),
         echo_cancel=p["asr.echo_cancel"],
         vad=p["asr.vad"],
         vad_mode=p["asr.vad_mode"],
@@ -130,12 +124,10 @@ def ear_settings(p: dict) -> EarSettings:
         onset_share=p["asr.echo.onset_share"],
         voice_over_noise_db=p["asr.echo.voice_over_noise_db"],
         final_from_partial=p["asr.final_from_partial"],
-        endpoint=EndpointConfig(
-            policy=p["asr.endpoint.policy"],
-            silence_s=p["asr.endpoint_silence_s"],
-            pause_s=p["asr.endpoint.pause_s"],
-            max_silence_s=p["asr.endpoint.max_silence_s"],
-            audio_threshold=p["asr.endpoint.audio_threshold"],
-            text_threshold=p["asr.endpoint.text_threshold"],
-        ),
+        endpoint=EndpointConfig(silence_s=p["asr.endpoint_silence_s"], **endpoint),
     )
+
+
+# the fields named asr.whisper.<field> and asr.endpoint.<field>
+WHISPER_FIELDS = ("model", "model_path", "device", "compute_type", "threads", "beam", "language")
+ENDPOINT_FIELDS = ("policy", "pause_s", "max_silence_s", "audio_threshold", "text_threshold")

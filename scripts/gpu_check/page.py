@@ -7,7 +7,7 @@ import subprocess
 from datetime import date
 from pathlib import Path
 
-from .cuda_check import markdown
+from .check import markdown
 
 
 def merged(folders: list[Path]) -> dict:

@@ -1,4 +1,5 @@
-"""The GPU node measured in one prepared run (scripts/cuda_check.py is its command).
+"""The GPU node measured in one prepared run (scripts/cuda_check.py is its command; this
+harness lives outside the runtime package: the robot never imports it).
 
 A lent GPU machine has Python, torch and transformers and nothing else, and it is
 lent for minutes: everything it runs is here, tested on the CPU with a tiny random
@@ -26,167 +27,30 @@ import json
 import random
 import statistics
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
-PARTS = ("properties", "passes", "bench")
-CARRY = Path(".cuda_carry")  # ignored: the GGUF halves, the tokenizer and wheels travel in it
-GGUF_HALVES = ("smollm2.gguf.part1", "smollm2.gguf.part2")
-WHEELS = ("gguf==0.19.0", "rouge-score==0.1.2", "nltk==3.9.2")
-PASS_TOKENS = (1, 4, 16, 32)
-PREFILLS = (100, 1000)
-REPEATS = 10
-DECODE_TOKENS = 48
-WORDS = [
-    "what",
-    "is",
-    "the",
-    "capital",
-    "of",
-    "france",
-    "and",
-    "why",
-    "is",
-    "it",
-    "so",
-    "famous",
-    "robot",
-    "please",
-    "tell",
-    "me",
-    "about",
-    "paris",
-    "today",
-]
-# The shapes of two models a robot team would run on a GPU (their config.json files, abridged).
-RANDOM_SHAPES = {
-    "qwen2.5-1.5b-shape": dict(
-        model_type="qwen2",
-        hidden_size=1536,
-        intermediate_size=8960,
-        num_hidden_layers=28,
-        num_attention_heads=12,
-        num_key_value_heads=2,
-        vocab_size=151936,
-        max_position_embeddings=32768,
-        rope_theta=1000000.0,
-        tie_word_embeddings=True,
-    ),
-    "qwen2.5-7b-shape": dict(
-        model_type="qwen2",
-        hidden_size=3584,
-        intermediate_size=18944,
-        num_hidden_layers=28,
-        num_attention_heads=28,
-        num_key_value_heads=4,
-        vocab_size=152064,
-        max_position_embeddings=32768,
-        rope_theta=1000000.0,
-        tie_word_embeddings=False,
-    ),
-}
-TINY_SHAPE = dict(
-    model_type="llama",
-    hidden_size=48,
-    intermediate_size=96,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    vocab_size=49152,
-    max_position_embeddings=4096,
+from .models import (
+    DECODE_TOKENS,
+    DTYPES,
+    PASS_TOKENS,
+    PREFILLS,
+    RANDOM_SHAPES,
+    REPEATS,
+    TINY_SHAPE,
+    WORDS,
+    CheckSettings,
+    language_model,
+    property_model,
+    random_model,
+    smollm2,
+    tokenizer,
 )
 
 
-@dataclass
-class CheckSettings:
-    out: Path
-    device: str = "cuda"
-    parts: tuple[str, ...] = PARTS
-    tiny: bool = False  # the CPU test: a tiny random model stands in for every model
-    cases: int = 40  # random partial sequences per dtype
-    near_tie_prompts: int = 40
-    limit: int = 80  # MT-Bench questions in the bench
-    models: tuple[str, ...] = ("smollm2", *RANDOM_SHAPES)  # the passes table's rows
-
-
-# ----------------------------------------------------------------- models
-def real_gguf(carry: Path | None = None) -> Path | None:
-    """The embedded GGUF joined from its two carried halves, if both arrived."""
-    carry = carry or CARRY
-    halves = [carry / name for name in GGUF_HALVES]
-    if not all(h.is_file() for h in halves):
-        return None
-    joined = carry / "smollm2.gguf"
-    if not joined.is_file() or joined.stat().st_size != sum(h.stat().st_size for h in halves):
-        with open(joined, "wb") as out:
-            for half in halves:
-                out.write(half.read_bytes())
-    return joined
-
-
-def tokenizer(carry: Path = CARRY):
-    """SmolLM2's tokenizer and chat template: carried, or read from the embedded GGUF."""
-    from transformers import AutoTokenizer
-
-    if (carry / "tokenizer" / "tokenizer_config.json").is_file():
-        return AutoTokenizer.from_pretrained(carry / "tokenizer")
-    from ..engine.models import embedded_tokenizer
-
-    return embedded_tokenizer()
-
-
-def random_model(shape: dict, device: str, dtype: torch.dtype, seed: int = 0):
-    """A model of `shape` with random weights, made on `device` (no hub, no file)."""
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    fields = dict(shape)
-    config = AutoConfig.for_model(fields.pop("model_type"), **fields)
-    torch.manual_seed(seed)
-    with torch.device(device):
-        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
-    if shape["hidden_size"] <= TINY_SHAPE["hidden_size"]:
-        with torch.no_grad():  # near-uniform random logits: separate the greedy choice
-            model.lm_head.weight.mul_(40.0)
-    return model.eval()
-
-
-def smollm2(settings: CheckSettings, dtype: torch.dtype):
-    """(model, what it is): the real SmolLM2-135M if its GGUF arrived, else a stand-in."""
-    if settings.tiny:
-        return random_model(TINY_SHAPE, settings.device, dtype), "tiny random model (CPU test)"
-    gguf = real_gguf()
-    if gguf is None:
-        raise FileNotFoundError(f"{CARRY}/{GGUF_HALVES[1]} has not arrived: the real weights need both halves")
-    from transformers import AutoModelForCausalLM
-
-    # loaded in float32, transformers dequantizes into plain layers (other dtypes keep the packed GGUF blocks)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    return model.to(settings.device, dtype).eval(), "SmolLM2-135M-Instruct (the embedded Q4_1 GGUF, dequantized)"
-
-
-def language_model(model, tok):
-    from ..engine.backends.hf import TransformersBackend
-    from ..engine.lm import LanguageModel
-
-    return LanguageModel(TransformersBackend(model), tok)
-
-
-DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-# SmolLM2-135M's shape, for the properties when its weights have not arrived
-SMOLLM2_SHAPE = dict(TINY_SHAPE, hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
-                     num_key_value_heads=3)  # fmt: skip
-
-
-def property_model(settings: CheckSettings, dtype: torch.dtype):
-    if settings.tiny or real_gguf():
-        return smollm2(settings, dtype)
-    return random_model(SMOLLM2_SHAPE, settings.device, dtype), "SmolLM2-135M's shape, random weights"
-
-
-# ------------------------------------------------------------ 1. properties
 def partial_sequence(rng: random.Random) -> tuple[list[str], str]:
     """Partials growing to a final, an earlier word revised now and then, sometimes shrinking."""
     final = [rng.choice(WORDS) for _ in range(rng.randint(2, 9))]
@@ -263,10 +127,10 @@ def near_ties(lm, prompts: list[str], tokens: int = 24) -> dict:
 
 
 def check_properties(settings: CheckSettings, tok, dtype: torch.dtype) -> dict:
-    from ..engine.config import EngineConfig
-    from ..engine.sentences import SentenceRules
-    from ..engine.session import Session
-    from .clock import VirtualClock
+    from predgen_ros.engine.config import EngineConfig
+    from predgen_ros.engine.sentences import SentenceRules
+    from predgen_ros.engine.session import Session
+    from predgen_ros.eval.clock import VirtualClock
 
     model, what = property_model(settings, dtype)
     lm = language_model(model, tok)
@@ -306,7 +170,7 @@ def timed(fn, device: str) -> float:
 
 
 def measure_passes(model, name: str, device: str) -> dict:
-    from ..engine.backends.hf import TransformersBackend
+    from predgen_ros.engine.backends.hf import TransformersBackend
 
     backend = TransformersBackend(model)
     vocab = model.config.vocab_size
@@ -379,9 +243,9 @@ class NoVoice:
 
 
 def check_bench(settings: CheckSettings, tok) -> dict:
-    from ..engine.config import EngineConfig
-    from . import bench, records
-    from .questions import load_questions
+    from predgen_ros.engine.config import EngineConfig
+    from predgen_ros.eval import bench, records
+    from predgen_ros.eval.questions import load_questions
 
     model, what = smollm2(settings, torch.float32)
     lm = language_model(model, tok)
