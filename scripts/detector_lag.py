@@ -20,11 +20,11 @@ from pathlib import Path
 
 import numpy as np
 
-from predgen_ros.audio.asr import Heard
 from predgen_ros.audio.double_talk import TAIL_BELOW_PEAK_DB
 from predgen_ros.audio.ear import EarSettings, build_ear
 from predgen_ros.audio.pcm import SAMPLE_RATE
 from predgen_ros.eval.endpoints import load_audio
+from predgen_ros.events import Heard
 
 
 def speech_ends(audio, tail_below_peak_db: float | None) -> list[float]:

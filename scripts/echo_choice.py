@@ -25,11 +25,11 @@ import time
 
 import numpy as np
 
-from predgen_ros.audio.asr import make_vad
 from predgen_ros.audio.echo import FRAME, EchoCanceller
 from predgen_ros.audio.linear_echo import LinearEchoFilter
 from predgen_ros.audio.pcm import SAMPLE_RATE, to_pcm16k
 from predgen_ros.audio.tts import PiperSynthesizer
+from predgen_ros.audio.vad import make_vad
 from predgen_ros.audio.whisper import WhisperTranscriber
 from predgen_ros.eval.asr_quality import reference_words, word_errors
 from predgen_ros.eval.echo_room import echo_paths

@@ -20,11 +20,11 @@ import re
 
 import numpy as np
 
-from predgen_ros.audio.asr import make_vad
 from predgen_ros.audio.double_talk import ECHO_TAIL_S, ONSET_SHARE, ONSET_WINDOW_S, VOICE_OVER_NOISE_DB, EchoGuardedVad
 from predgen_ros.audio.echo import EchoCanceller
 from predgen_ros.audio.pcm import AUDIO_CHUNK_MS, SAMPLE_RATE, to_pcm16k
 from predgen_ros.audio.tts import PiperSynthesizer
+from predgen_ros.audio.vad import make_vad
 from predgen_ros.eval.echo_mic import RoomMicrophone, probe_speech
 
 REPLIES = (

@@ -32,7 +32,7 @@ import numpy as np
 from echo_onsets import MIC_CHUNK_S, REPLIES, TTS_CHUNK_S, Voice
 from tqdm import tqdm
 
-from predgen_ros.audio.asr import AsrEvent, in_order
+from predgen_ros.audio.asr_events import AsrEvent, in_order
 from predgen_ros.audio.ear import EarSettings, build_ear
 from predgen_ros.audio.heard_audio import CancellerInputs, HeardAudio
 from predgen_ros.audio.pcm import SAMPLE_RATE

@@ -7,12 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from predgen_ros.audio.asr import AsrEvent, StreamingAsr, in_order, make_vad
+from predgen_ros.audio.asr import StreamingAsr
+from predgen_ros.audio.asr_events import AsrEvent, in_order
 from predgen_ros.audio.double_talk import EchoGuardedVad
 from predgen_ros.audio.endpoint import EndpointConfig, Endpointer
 from predgen_ros.audio.pcm import chunks, read_wav
 from predgen_ros.audio.recognizers import make_recognizer
 from predgen_ros.audio.turn_models import SileroVad, SmartTurn
+from predgen_ros.audio.vad import make_vad
 from predgen_ros.eval.make_bag import insert_pause
 
 pytestmark = pytest.mark.e2e

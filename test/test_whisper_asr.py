@@ -274,7 +274,7 @@ def test_a_cough_after_an_eager_final_resumes_then_confirms_it(synth, transcribe
     """The voice comes back after an eager final but makes no word (a cough; Whisper writes
     "."): asr_node says "resumed", then "confirmed" once that voice's utterance closed
     wordless, and no second final: the reply held at "resumed" goes on."""
-    from predgen_ros.audio.asr import AsrEvent, in_order
+    from predgen_ros.audio.asr_events import AsrEvent, in_order
     from predgen_ros.audio.endpoint import EndpointConfig, Endpointer
 
     config = EndpointConfig(policy="smart_turn", pause_s=0.15, max_silence_s=1.0)

@@ -13,16 +13,15 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
 
 from ..cpu_meter import METER
 from ..events import Heard
 from ..transcripts import same_words, words_after
+from .asr_events import AsrEvent, BackgroundRecognizer, Recognizer
 from .endpoint import ENDPOINT_SILENCE_S, EndpointConfig, Endpointer
-from .pcm import SAMPLE_RATE, AsrError
+from .pcm import SAMPLE_RATE
+from .vad import make_vad
 
-VADS = ("webrtc", "silero")
 SMART_TURN_WINDOW_S = 8.0  # the utterance audio kept for Smart Turn (it reads the last 8 s)
 VOICE_GAP_S = 0.1  # silence inside an utterance that asr/voice reports as the voice's end
 # Audio handed to the recognizer at once.  Chunks may be shorter (a microphone's 20 ms):
@@ -40,58 +39,6 @@ MAX_PRE_ROLL_S = 1.0  # the most a caller may ask for (`StreamingAsr.pre_roll_s`
 # of an MT-Bench question) made each of its calls several times slower, and the first new
 # word came after the turn owner's resume_s, so the robot talked on over the user.
 CONTINUATION_CONTEXT_S = 2.0
-
-
-@dataclass(frozen=True)
-class AsrEvent:
-    kind: Heard  # PARTIAL or FINAL
-    text: str
-    t: float  # stream time of the chunk that produced it (s)
-    t_speech_end: float | None = None  # finals: end of the last voiced audio
-
-
-class Recognizer(Protocol):
-    """Decodes in the audio loop: each call returns when its audio is heard."""
-
-    def start(self) -> None: ...
-    def accept(self, pcm: bytes) -> str: ...
-    def finish(self) -> str: ...
-
-
-@runtime_checkable
-class BackgroundRecognizer(Protocol):
-    """Decodes on a thread of its own (whisper_stream.py): `accept` never waits and
-    returns the newest hypothesis; a closed utterance's final is read with `final`."""
-
-    def start(self) -> None: ...
-    def accept(self, pcm: bytes) -> str: ...
-    def voice_ended(self) -> None: ...
-    def voice_resumed(self) -> None: ...
-    def close(self, silent_tail_s: float) -> None: ...
-    def final(self, timeout: float = 0.0) -> str | None: ...
-    def stop(self) -> None: ...
-
-
-def in_order(events: list[AsrEvent], changes: list[tuple[str, float]]) -> list[AsrEvent | tuple[str, float]]:
-    """One chunk's events (feed) and voice changes (voice_changes) in the order asr_node
-    publishes them: up to the last final, the closed utterances' words; then the voice (a
-    confirmation follows its final, a "resumed" the final it continues, and the voice may
-    pause the robot before the new words); then the open utterance's partials."""
-    closed = max((i + 1 for i, event in enumerate(events) if event.kind is Heard.FINAL), default=0)
-    return [*events[:closed], *changes, *events[closed:]]
-
-
-def make_vad(kind: str = "webrtc", mode: int = 2):
-    """A voice activity detector with `frame_bytes` and `is_speech(frame)`."""
-    if kind == "webrtc":
-        import pocketsphinx
-
-        return pocketsphinx.Vad(mode, SAMPLE_RATE)
-    if kind == "silero":
-        from .turn_models import SileroVad
-
-        return SileroVad()
-    raise AsrError(f"unknown VAD {kind!r}: choose one of {', '.join(VADS)}")
 
 
 class StreamingAsr:

@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .asr import StreamingAsr, make_vad
+from .asr import StreamingAsr
 from .double_talk import ONSET_SHARE, ONSET_WINDOW_S, TAIL_BELOW_PEAK_DB, VOICE_OVER_NOISE_DB, EchoGuardedVad
 from .echo import ECHO_CANCELLERS, EchoCanceller
 from .echo_hearing import EchoHearing
 from .endpoint import EndpointConfig, Endpointer
 from .pcm import AsrError
 from .recognizers import DEFAULT_RECOGNIZER, RECOGNIZERS, make_recognizer
+from .vad import make_vad
 from .whisper import WhisperSettings
 
 

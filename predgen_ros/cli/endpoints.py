@@ -6,9 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
-from ..audio.asr import VADS
 from ..audio.endpoint import DEFAULT_ENDPOINT_POLICIES, EndpointConfig
 from ..audio.pcm import AUDIO_CHUNK_MS
+from ..audio.vad import VADS
 from ..engine.config import ConfigError
 from .options import add_asr_backend_option, check_limit, comma_list
 

@@ -82,16 +82,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from ..eval.interruption_bag import read_interruption_bag
-    from ..eval.interruptions import (
-        HEARING,
-        POLICIES,
-        format_summary,
-        interleave,
-        run_policy,
-        silent_trials,
-        summarize,
-        write_results,
-    )
+    from ..eval.interruption_results import format_summary, summarize, write_results
+    from ..eval.interruptions import HEARING, POLICIES, interleave, run_policy, silent_trials
 
     unknown = [p for p in args.policies if p not in POLICIES]
     if unknown:

@@ -17,9 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..audio.asr import BackgroundRecognizer, StreamingAsr, make_vad
+from ..audio.asr import StreamingAsr
+from ..audio.asr_events import BackgroundRecognizer
 from ..audio.pcm import AUDIO_CHUNK_MS, SAMPLE_RATE, chunks
 from ..audio.recognizers import make_recognizer
+from ..audio.vad import make_vad
 from ..audio.whisper import WhisperSettings
 from ..events import Heard
 from .asr_quality import reference_words, revisions, word_errors

@@ -21,9 +21,10 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from ..audio.asr import StreamingAsr, make_vad
+from ..audio.asr import StreamingAsr
 from ..audio.endpoint import EndpointConfig, Endpointer
 from ..audio.recognizers import make_recognizer
+from ..audio.vad import make_vad
 from .bags import QuestionMarker
 from .endpoints import PolicyRun, hear
 from .live_asr import CLOSING_TOLERANCE_S  # a pause this close to the question's end is its last one

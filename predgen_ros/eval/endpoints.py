@@ -21,10 +21,12 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..audio.asr import AsrEvent, StreamingAsr, make_vad
+from ..audio.asr import StreamingAsr
+from ..audio.asr_events import AsrEvent
 from ..audio.endpoint import EndpointConfig, Endpointer
 from ..audio.pcm import AUDIO_CHUNK_MS, SAMPLE_RATE
 from ..audio.recognizers import make_recognizer
+from ..audio.vad import make_vad
 from ..events import Heard
 from ..transcripts import words
 from .bags import BagError, QuestionMarker, first_questions, question_markers, read_bag

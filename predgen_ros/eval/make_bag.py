@@ -22,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..audio.asr import AsrEvent, StreamingAsr, in_order
+from ..audio.asr import StreamingAsr
+from ..audio.asr_events import AsrEvent, in_order
 from ..audio.endpoint import ENDPOINT_SILENCE_S
 from ..audio.pcm import SAMPLE_RATE, chunks, to_pcm16k
 from ..audio.recognizers import DEFAULT_RECOGNIZER, make_recognizer
@@ -165,7 +166,7 @@ def bag_messages(questions: list[Question], settings: BagSettings, progress=None
         add("asr/final", t + 1e-6, String(data=event.text))
 
     def publish(events, t_audio: float, t_heard: float) -> None:
-        """As asr_node publishes them (asr.in_order): a voice change after a final goes out with it."""
+        """As asr_node publishes them (asr_events.in_order): a voice change after a final goes out with it."""
         t_voice = t_audio
         for item in in_order(events, asr.voice_changes()):
             if isinstance(item, AsrEvent):

@@ -6,7 +6,6 @@ Every `asr.*` name is declared here once (`ASR_PARAMS`, with the turn owner's `t
 
 from __future__ import annotations
 
-from ..audio.asr import VADS
 from ..audio.double_talk import ONSET_SHARE, ONSET_WINDOW_S, VOICE_OVER_NOISE_DB
 from ..audio.ear import EarSettings
 from ..audio.echo import ECHO_CANCELLERS
@@ -14,6 +13,7 @@ from ..audio.endpoint import POLICIES, EndpointConfig
 from ..audio.pcm import AUDIO_CHUNK_MS
 from ..audio.recognizers import DEFAULT_RECOGNIZER, RECOGNIZERS
 from ..audio.text_asr import CHARS_PER_MINUTE
+from ..audio.vad import VADS
 from ..audio.whisper import COMPUTE_TYPES, DEVICES, WhisperSettings
 from ..audio.whisper_models import EMBEDDED_MODELS
 from ..turn_taking import TURN_PARAMS

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from ..audio.asr import AsrEvent, in_order
+from ..audio.asr_events import AsrEvent, in_order
 from ..audio.ear import Ear
 from ..audio.pcm import SAMPLE_RATE
 from ..events import Heard
@@ -54,7 +54,7 @@ class HearingLoop:
         node.state = AsrState.INPUT_FINISHED
 
     def _hand_on(self, events) -> None:
-        """One chunk's words and voice changes, in order (asr.in_order)."""
+        """One chunk's words and voice changes, in order (asr_events.in_order)."""
         t0 = self.stream_t0
         for item in in_order(events, self.ear.asr.voice_changes()):
             if not isinstance(item, AsrEvent):
