@@ -10,7 +10,16 @@ from pathlib import Path
 from ..audio.pieces import FIRST_WORDS
 from ..audio.text_asr import CHARS_PER_MINUTE
 from ..engine.config import POLICIES, ConfigError
-from .options import ENGINE_OPTIONS, MODEL_OPTIONS, add_param_options, check_limit, comma_list, given_params, policy_list
+from .options import (
+    ENGINE_OPTIONS,
+    MODEL_OPTIONS,
+    add_out_option,
+    add_param_options,
+    check_limit,
+    comma_list,
+    given_params,
+    policy_list,
+)
 
 BENCH_ONLY_OPTIONS = {
     "generation.anticipate": "--anticipate",
@@ -88,12 +97,7 @@ def register(sub) -> None:
     )
     frontier.add_argument("--rates", type=comma_list(float), default=[CHARS_PER_MINUTE], help="speaking rates, one run each")
     frontier.add_argument("--history", type=comma_list(int), default=None, help="history budgets in tokens, one run each")
-    frontier.add_argument(
-        "--out",
-        type=Path,
-        default=Path("frontier-out"),
-        help="frontier.md, frontier.json, frontier.png and one bench folder per run (default frontier-out)",
-    )
+    add_out_option(frontier, "frontier-out", "frontier.md, frontier.json, frontier.png and one bench folder per run")
     frontier.set_defaults(run=cmd_frontier)
 
     passes = sub.add_parser(

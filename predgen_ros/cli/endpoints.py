@@ -10,7 +10,7 @@ from ..audio.endpoint import DEFAULT_ENDPOINT_POLICIES, EndpointConfig
 from ..audio.pcm import AUDIO_CHUNK_MS
 from ..audio.vad import VADS
 from ..engine.config import ConfigError
-from .options import add_asr_backend_option, check_limit, comma_list
+from .options import add_asr_backend_option, add_out_option, check_limit, comma_list
 
 DEFAULTS = EndpointConfig()
 
@@ -60,9 +60,7 @@ def register(sub) -> None:
         default=0.25,
         help="--sweep: the best rule per policy has a median endpoint delay of at most this, s (default 0.25)",
     )
-    ends.add_argument(
-        "--out", type=Path, default=Path("endpoints-out"), help="summary.json and endpoints.md go here (default endpoints-out)"
-    )
+    add_out_option(ends, "endpoints-out", "summary.json and endpoints.md")
     ends.set_defaults(run=cmd_endpoints)
 
 

@@ -10,6 +10,7 @@ from ..audio.recognizers import AUDIO_RECOGNIZERS, DEFAULT_RECOGNIZER
 from ..engine.config import POLICIES, ConfigError
 from .options import (
     MODEL_OPTIONS,
+    add_out_option,
     add_param_options,
     add_set_option,
     check_limit,
@@ -57,9 +58,7 @@ def register(sub) -> None:
         "--policies", type=policy_list, default=["baseline", "predgen"], help="comma-separated (default baseline,predgen)"
     )
     demo.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file (default: config/predgen.yaml)")
-    demo.add_argument(
-        "--out", type=Path, default=Path("demo-out"), help="replies (WAV), node logs and reports.json go here (default demo-out)"
-    )
+    add_out_option(demo, "demo-out", "replies (WAV), node logs and reports.json")
     demo.set_defaults(run=cmd_demo)
 
     cpu = sub.add_parser(
@@ -70,19 +69,12 @@ def register(sub) -> None:
     cpu.add_argument("--limit", type=int, default=8, help="utterances of the embedded robot conversation (default 8)")
     cpu.add_argument("--policy", choices=POLICIES, default="predgen", help="predgen_node's policy (default predgen)")
     cpu.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file (default: config/predgen.yaml)")
-    cpu.add_argument(
-        "--out",
-        type=Path,
-        default=Path("budget-out"),
-        help="budget.json, budget.md, timeline.png and node logs (default budget-out)",
-    )
+    add_out_option(cpu, "budget-out", "budget.json, budget.md, timeline.png and node logs")
     cpu.set_defaults(run=cmd_budget)
 
     stress = sub.add_parser("stress", help="soak the ROS 2 graph with many turns, then inject faults; prints one summary line")
     stress.add_argument("--turns", type=int, default=300, help="utterances of the soak (default 300)")
-    stress.add_argument(
-        "--out", type=Path, default=Path("stress-out"), help="node logs and the utterances go here (default stress-out)"
-    )
+    add_out_option(stress, "stress-out", "node logs and the utterances")
     stress.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file (default: config/predgen.yaml)")
     stress.set_defaults(run=cmd_stress)
 

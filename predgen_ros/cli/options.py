@@ -97,6 +97,11 @@ def given_params(args: argparse.Namespace, options: dict[str, str]) -> dict:
     return {name: getattr(args, name) for name in options if getattr(args, name, None) is not None}
 
 
+def add_out_option(parser: argparse.ArgumentParser, default: str, what: str) -> None:
+    """--out, the folder a command writes `what` to (`default` when not given)."""
+    parser.add_argument("--out", type=Path, default=Path(default), help=f"{what} go here (default {default})")
+
+
 def add_set_option(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", type=assignment, help=help)
 

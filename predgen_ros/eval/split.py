@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -91,6 +92,24 @@ def spoken_questions(texts=QUESTIONS) -> list[np.ndarray]:
         speech = synth.synthesize(text)
         clips.append(np.frombuffer(to_pcm16k(speech.samples, speech.sample_rate), dtype=np.int16))
     return clips
+
+
+@contextmanager
+def ready_robot(split: SplitGraph):
+    """The robot side of a running split graph, once every node is active and connected."""
+    import rclpy
+
+    rclpy.init()
+    try:
+        robot = RobotSide(split.graph)
+        try:
+            robot.probe.wait_active(("asr_node", "tts_node", "predgen_node"))
+            robot.probe.wait_connected(split.graph.nodes)
+            yield robot
+        finally:
+            robot.close()
+    finally:
+        rclpy.try_shutdown()
 
 
 class RobotSide:
@@ -223,8 +242,6 @@ def fault_workstation_gone(split: SplitGraph, robot: RobotSide, question: np.nda
 
 
 def run_faults(out: Path, params_file: Path | None = None) -> dict:
-    import rclpy
-
     out.mkdir(parents=True, exist_ok=True)
     questions = spoken_questions()
     result: dict = {}
@@ -233,19 +250,10 @@ def run_faults(out: Path, params_file: Path | None = None) -> dict:
             "namespaces": list(split.hosts.namespace.values()),
             "interfaces": list(split.hosts.interface.values()),
         }
-        rclpy.init()
-        try:
-            robot = RobotSide(split.graph)
-            try:
-                robot.probe.wait_active(("asr_node", "tts_node", "predgen_node"))
-                robot.probe.wait_connected(split.graph.nodes)
-                result["link_down"] = fault_link_down(split, robot, questions[0])
-                result["predgen_restart"] = fault_predgen_restart(split, robot, questions[1], questions[2])
-                result["workstation_gone"] = fault_workstation_gone(split, robot, questions[0])
-            finally:
-                robot.close()
-        finally:
-            rclpy.try_shutdown()
+        with ready_robot(split) as robot:
+            result["link_down"] = fault_link_down(split, robot, questions[0])
+            result["predgen_restart"] = fault_predgen_restart(split, robot, questions[1], questions[2])
+            result["workstation_gone"] = fault_workstation_gone(split, robot, questions[0])
     return result
 
 
@@ -289,47 +297,36 @@ def run_latency(out: Path, limit: int, params_file: Path | None = None, progress
 def _one_setup(split: SplitGraph, rate: str | None, questions, progress, timeline: Path) -> list[dict]:
     """Each (text, audio) question in turn: what asr_node heard, the first sentence spoken
     and its audio latency (None: no answer within ANSWER_TIMEOUT_S)."""
-    import rclpy
-
     from .interruption_bag import last_voiced_s
 
     turns: list[dict] = []
     with split:
         if rate:
             split.hosts.limit(rate)
-        rclpy.init()
-        try:
-            robot = RobotSide(split.graph)
-            try:
-                robot.probe.wait_active(("asr_node", "tts_node", "predgen_node"))
-                robot.probe.wait_connected(split.graph.nodes)
-                for text, clip in questions:
-                    robot.quiet()
-                    onset = robot.feed.play(clip)
-                    end = onset + last_voiced_s(clip)
-                    robot.probe.wait_for(lambda onset=onset: robot.spoke_after(onset), ANSWER_TIMEOUT_S)
-                    answer = robot.answer_after(onset)
-                    turns.append(
-                        {
-                            "question": text,
-                            "heard": " / ".join(said for t, said in robot.finals if t > onset),
-                            "first_sentence": answer[1] if answer else None,
-                            "latency_s": round(answer[0] - end, 3) if answer else None,
-                        }
-                    )
-                    turns[-1]["onset"] = onset
-                    if progress:
-                        progress()
-                events = {
-                    "finals": robot.finals,
-                    "first_audio": list(zip(robot.first_audio, robot.sentences)),
-                    "speaking": robot.speaking,
-                }
-                timeline.write_text(json.dumps(events), encoding="utf-8")
-            finally:
-                robot.close()
-        finally:
-            rclpy.try_shutdown()
+        with ready_robot(split) as robot:
+            for text, clip in questions:
+                robot.quiet()
+                onset = robot.feed.play(clip)
+                end = onset + last_voiced_s(clip)
+                robot.probe.wait_for(lambda onset=onset: robot.spoke_after(onset), ANSWER_TIMEOUT_S)
+                answer = robot.answer_after(onset)
+                turns.append(
+                    {
+                        "question": text,
+                        "heard": " / ".join(said for t, said in robot.finals if t > onset),
+                        "first_sentence": answer[1] if answer else None,
+                        "latency_s": round(answer[0] - end, 3) if answer else None,
+                    }
+                )
+                turns[-1]["onset"] = onset
+                if progress:
+                    progress()
+            events = {
+                "finals": robot.finals,
+                "first_audio": list(zip(robot.first_audio, robot.sentences)),
+                "speaking": robot.speaking,
+            }
+            timeline.write_text(json.dumps(events), encoding="utf-8")
     return turns
 
 
