@@ -80,6 +80,7 @@ class Ear:
         if echo is None:
             return {}
         return {
+            "echo_learning": echo.learning,  # the first seconds of the robot's voice: no voice is heard over it
             "echo_reference_late_chunks": echo.reference.late_chunks,
             "echo_reference_late_s": round(echo.reference.late_s, 3),
             "echo_voice_frames_held": guarded.held_frames,
