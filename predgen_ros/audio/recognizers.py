@@ -1,7 +1,9 @@
 """The speech recognizers asr_node can run, in one registry.
 
 Every tool that starts a recognizer (asr_node, the bag maker, the endpoint and
-replay evaluations, the CLI) reads its names and default from `RECOGNIZERS`.
+replay evaluations, the CLI) reads its names and default from `RECOGNIZERS`, and
+`make_recognizer` makes one from its entry: a new recognizer is its class and one
+entry (test_recognizer_registry.py adds one).
 
 - whisper: Whisper through CTranslate2, tiny.en embedded (whisper.py), streaming
   on a thread of its own (whisper_stream.py); the default: it hears far better.
@@ -13,6 +15,7 @@ replay evaluations, the CLI) reads its names and default from `RECOGNIZERS`.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,18 +25,15 @@ from .whisper import WhisperSettings
 
 @dataclass(frozen=True)
 class RecognizerKind:
+    """One registry entry: a recognizer is its class and this line."""
+
     hears_audio: bool
     summary: str
+    # (asr.vosk.model_path, Whisper's settings) -> a recognizer for StreamingAsr; None: no audio
+    make: Callable[[str, WhisperSettings], object] | None = None
 
 
-RECOGNIZERS = {
-    "whisper": RecognizerKind(True, "Whisper (CTranslate2; embedded tiny.en or asr.whisper.model_path)"),
-    "pocketsphinx": RecognizerKind(True, "pocketsphinx 5, US English model from its wheel"),
-    "vosk": RecognizerKind(True, "vosk (Kaldi), the model folder asr.vosk.model_path"),
-    "text": RecognizerKind(False, "no audio: a simulated user speaking the texts of asr.text.source"),
-}
 DEFAULT_RECOGNIZER = "whisper"  # hears 3x fewer words wrong, answers sooner (docs/results/asr-whisper.md)
-AUDIO_RECOGNIZERS = tuple(name for name, kind in RECOGNIZERS.items() if kind.hears_audio)
 
 
 class PocketsphinxRecognizer:
@@ -96,15 +96,28 @@ class VoskRecognizer:
         return self._text(json.loads(self.recognizer.FinalResult())["text"])
 
 
+def _whisper(vosk_model_path: str, settings: WhisperSettings):
+    from .whisper import WhisperTranscriber
+    from .whisper_stream import WhisperStreamingRecognizer
+
+    return WhisperStreamingRecognizer(WhisperTranscriber(settings))
+
+
+RECOGNIZERS = {
+    "whisper": RecognizerKind(True, "Whisper (CTranslate2; embedded tiny.en or asr.whisper.model_path)", _whisper),
+    "pocketsphinx": RecognizerKind(
+        True, "pocketsphinx 5, US English model from its wheel", lambda _, __: PocketsphinxRecognizer()
+    ),
+    "vosk": RecognizerKind(True, "vosk (Kaldi), the model folder asr.vosk.model_path", lambda path, _: VoskRecognizer(path)),
+    "text": RecognizerKind(False, "no audio: a simulated user speaking the texts of asr.text.source"),
+}
+AUDIO_RECOGNIZERS = tuple(name for name, kind in RECOGNIZERS.items() if kind.hears_audio)
+
+
 def make_recognizer(backend: str, vosk_model_path: str = "", whisper: WhisperSettings | None = None):
     """The recognizer `backend` names, ready for StreamingAsr; AsrError names a bad setting."""
-    if backend == "whisper":
-        from .whisper import WhisperTranscriber
-        from .whisper_stream import WhisperStreamingRecognizer
-
-        return WhisperStreamingRecognizer(WhisperTranscriber(whisper or WhisperSettings()))
-    if backend == "pocketsphinx":
-        return PocketsphinxRecognizer()
-    if backend == "vosk":
-        return VoskRecognizer(vosk_model_path)
-    raise AsrError(f"unknown ASR backend {backend!r}: choose one of {', '.join(AUDIO_RECOGNIZERS)}")
+    kind = RECOGNIZERS.get(backend)
+    if kind is None or kind.make is None:
+        hearing = [name for name, k in RECOGNIZERS.items() if k.make is not None]
+        raise AsrError(f"unknown ASR backend {backend!r}: choose one of {', '.join(hearing)}")
+    return kind.make(vosk_model_path, whisper or WhisperSettings())
