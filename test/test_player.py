@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -102,6 +103,16 @@ def play():
         thread.join(5.0)
 
 
+def wait_until(condition, timeout: float) -> bool:
+    """True once `condition` holds; False after `timeout` s (a generous bound, not a window)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 def test_a_reply_plays_every_sentence_in_order_then_ends(play):
     sink = Recorder()
     player, log = play(sink=sink)
@@ -149,8 +160,10 @@ def test_pause_holds_where_it_paused_and_resume_goes_on_from_there(play):
     gate.set()
     log.wait_for(("pause",))
     assert player.state is PlayerState.PAUSED
-    held = len(sink.replies[0])
-    assert not sink.chunks.acquire(timeout=0.3) and len(sink.replies[0]) == held  # nothing plays while paused
+    held, waits = len(sink.replies[0]), player.paused_waits
+    # nothing plays while paused: the voice has looked three times more for a resume, and played nothing
+    assert wait_until(lambda: player.paused_waits >= waits + 3, timeout=10)
+    assert not sink.chunks.acquire(blocking=False) and len(sink.replies[0]) == held
     player.resume()
     log.wait_for(("speaking", False))
     assert sink.text(0) == "Paused here and then resumed."  # nothing lost, nothing twice

@@ -34,6 +34,7 @@ from ..turn_taking import heard_text
 from .tts import Speech
 
 MAX_QUEUED = 256  # sentences; a sane bound, never reached by a real reply
+PAUSED_WAIT_S = 0.1  # a paused voice looks again this often (a resume or a stop also wakes it at once)
 
 
 class PlayerState(StrEnum):
@@ -78,6 +79,7 @@ class ReplyPlayer:
         self.clock = clock
         self.state = PlayerState.IDLE
         self.replies = self.sentences = self.barge_ins = self.pauses = self.resumes = 0
+        self.paused_waits = 0  # the voice's waits for a resume, each up to PAUSED_WAIT_S (what a test reads)
         self.stale_dropped = 0
         self.synthesized_s = 0.0  # speech synthesized for the pieces it began to say (the work a withdrawn reply cost)
         self.underruns = 0  # chunks of a synthesized piece handed over after the one before had played out
@@ -275,7 +277,8 @@ class ReplyPlayer:
             self.pauses += 1
             self.events.interruption(self._silenced_at(), "pause")
             while self._pause_asked and not self._stop_asked and not self._stopping.is_set():
-                self._ready.wait(0.1)
+                self.paused_waits += 1
+                self._ready.wait(PAUSED_WAIT_S)
             if self._stop_asked or self._stopping.is_set():
                 return  # the stop is announced by _interrupt
             self.state = PlayerState.PLAYING
