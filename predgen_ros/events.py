@@ -10,10 +10,9 @@ from enum import StrEnum
 
 
 class Heard(StrEnum):
-    PARTIAL = "partial"  # the full current hypothesis of the utterance
-    FINAL = "final"  # the utterance's transcript
-    SPEECH_END = "speech_end"  # the end of the voiced audio, just before its final (asr/speech_end)
-    VOICE = "voice"  # the user's voice (asr/voice): "resumed" says the next words continue the last final
+    PARTIAL = "partial"  # the recognizer's full current hypothesis of the utterance
+    FINAL = "final"  # the recognizer's transcript of the utterance
+    TURN = "turn"  # one of the turn owner's events (turn/events, turn_events.py)
     END_OF_TURN = "end_of_turn"  # the user is done, the robot may speak (bench: the endpoint delay after the final)
     RESET = "reset"  # forget the conversation
     PLAYED = "played"  # what the user heard of a reply they cut off (tts/played)

@@ -16,9 +16,9 @@ three words in half a second.
 
 One party applies them: the `TurnOwner`, in asr_node.  It tells the robot's
 voice what to do on `turn/decision` (tts_node obeys: pause, resume, stop) and
-publishes on asr/partial and asr/final only the words that are the user's turn
-(predgen_node answers what it gets), so an acknowledgement makes no turn and the
-history keeps the reply.  Once the robot has finished, the floor is the user's:
+hands on only the words that are the user's turn (asr_node numbers them into
+`turn/events`, turn_events.py; predgen_node answers what it gets), so an
+acknowledgement makes no turn and the history keeps the reply.  Once the robot has finished, the floor is the user's:
 whatever they say next is a turn ("yes" may answer the robot's question), but an
 utterance that began over the robot is still judged as one.  When the user goes
 on after an early final (asr/voice "resumed"), the words are that turn's: they
@@ -155,7 +155,7 @@ class VoicedSpan:
 @dataclass(frozen=True)
 class Ruling:
     """The owner's decision at one event: what the robot's voice does (turn/decision), and
-    whether the engine hears these words (asr_node publishes them on asr/partial, asr/final)."""
+    whether the engine hears these words (asr_node hands them on: turn/events, asr/partial, asr/final)."""
 
     voice: Voice = Voice.KEEP
     hand_on: bool = False

@@ -10,9 +10,11 @@ import logging
 
 import pytest
 from test_session import greedy_reply
+from user_turns import user_of
 
 from predgen_ros.engine.lm import LanguageModel
 from predgen_ros.engine.sentences import SentenceRules
+from predgen_ros.turn_events import TurnKind
 
 RULES = SentenceRules(min_chars=10, fallback_chars=60, max_tokens=8)
 EXACT = dict(policy="predgen", verifier="exact", max_new_tokens=6, sentence=RULES, history_turns=0)  # every turn kept: counted
@@ -33,12 +35,12 @@ def finish(session, t: float = 1.0) -> list[tuple[str, str]]:
 def speak(session, partials: list[str], final: str | None, steps: int = 2) -> list[tuple[str, str]]:
     out = []
     for text in partials:
-        session.partial(text, 0.0)
+        user_of(session).partial(text, 0.0)
         for _ in range(steps):
             if session.has_work():
                 out += session.step()
     if final is not None:
-        session.final(final, 0.5)
+        user_of(session).final(final, 0.5)
     return out + finish(session)
 
 
@@ -82,11 +84,11 @@ def test_a_final_without_any_partial_is_answered(tiny_lm, make_session):
 
 def test_a_duplicated_final_gives_one_reply(tiny_lm, make_session):
     session = make_session(tiny_lm, **EXACT)
-    session.partial("what is", 0.0)
-    assert session.final("what is paris", 0.5)
-    assert not session.final("what is paris", 0.6)
+    user_of(session).partial("what is", 0.0)
+    assert user_of(session).final("what is paris", 0.5)
+    assert not user_of(session).again(0.6)
     out = finish(session)
-    assert not session.final("what is paris", 1.1)  # once more, after the reply, still within the late-copy window
+    assert not user_of(session).again(1.1)  # once more, after the reply
     assert not session.has_work()
     assert replies(out) == [baseline_text(tiny_lm, "what is paris")]
     assert [user for user, _ in session.history] == ["what is paris"]
@@ -94,20 +96,22 @@ def test_a_duplicated_final_gives_one_reply(tiny_lm, make_session):
 
 def test_partials_after_the_final_do_not_replace_it(tiny_lm, make_session):
     session = make_session(tiny_lm, **EXACT)
-    session.partial("what is the", 0.0)
-    session.final("what is the capital", 0.5)
-    assert not session.partial("what is the", 0.55)  # a stale partial delivered late
+    user = user_of(session)
+    user.partial("what is the", 0.0)
+    user.final("what is the capital", 0.5)
+    words = next(e for e in user.sent if e.kind is TurnKind.TEXT)
+    assert not session.hear(words, 0.55)  # the utterance's words delivered again after its ending
     out = finish(session)
-    assert not session.partial("what is the capital", 1.2)  # and another, after the reply
+    assert not session.hear(words, 1.2)  # and after the reply
     assert not session.has_work()
     assert replies(out) == [baseline_text(tiny_lm, "what is the capital")]
     assert [user for user, _ in session.history] == ["what is the capital"]
 
 
-def say_utterance(session, text: str, t: float, utterance: str | None = None) -> list[tuple[str, str]]:
+def say_utterance(session, text: str, t: float) -> list[tuple[str, str]]:
     """One whole utterance at time `t`: its partial, its final, the end of turn, the reply."""
-    session.partial(text, t)
-    session.final(text, t + 0.5, utterance)
+    user_of(session).partial(text, t)
+    user_of(session).final(text, t + 0.5)
     return finish(session, t + 0.5)
 
 
@@ -122,35 +126,25 @@ def test_the_same_words_said_twice_get_two_replies(tiny_lm, make_session, policy
     assert [user for user, _ in session.history] == ["yes", "yes"]
 
 
-def test_a_repeated_final_without_partials_is_a_new_utterance_after_the_window(tiny_lm, make_session):
-    session = make_session(tiny_lm, **EXACT)
-    assert session.final("yes", 0.0)
-    finish(session, 0.0)
-    assert not session.final("yes", 0.5)  # a re-delivery: soon, nothing heard in between
-    assert session.final("yes", 3.0)  # the user said it again
-    assert len(replies(finish(session, 3.0))) == 1
-    assert [user for user, _ in session.history] == ["yes", "yes"]
-
-
 def test_utterance_numbers_decide_what_is_a_repeated_final(tiny_lm, make_session):
     session = make_session(tiny_lm, **EXACT)
-    say_utterance(session, "yes", 0.0, utterance="7")
-    assert not session.final("yes", 30.0, utterance="7")  # the same utterance, however late
-    assert session.final("yes", 30.1, utterance="8")  # a new one, however soon
+    say_utterance(session, "yes", 0.0)
+    assert not user_of(session).again(30.0)  # the same utterance, however late
+    assert user_of(session).final("yes", 30.1)  # a new one, however soon
     assert len(replies(finish(session, 30.1))) == 1
     assert [user for user, _ in session.history] == ["yes", "yes"]
 
 
 def test_a_barge_in_that_repeats_the_question_is_answered(tiny_lm, make_session):
     session = make_session(tiny_lm, **{**EXACT, "max_new_tokens": 40})
-    session.partial("tell me about paris", 0.0)
-    session.final("tell me about paris", 0.5)
+    user_of(session).partial("tell me about paris", 0.0)
+    user_of(session).final("tell me about paris", 0.5)
     session.end_of_turn(0.5)
     while session.turn.t_commit is None:
         session.step()  # the robot starts its reply...
     for n, text in enumerate(["tell", "tell me", "tell me about paris"]):  # ...and the user asks again
-        assert session.partial(text, 3.0 + n)
-    session.final("tell me about paris", 5.5)
+        assert user_of(session).partial(text, 3.0 + n)
+    user_of(session).final("tell me about paris", 5.5)
     out = finish(session, 5.5)
     assert len(replies(out)) == 1  # answered, with the interrupted reply in its history
     assert [user for user, _ in session.history] == ["tell me about paris"] * 2  # the interrupted reply, then the new one

@@ -4,6 +4,7 @@ MT-Bench turn 2 with its own turn 1 in the history."""
 import json
 
 import pytest
+from user_turns import user_of
 
 from predgen_ros.engine.config import VerifierRule
 from predgen_ros.engine.sentences import SentenceRules
@@ -92,7 +93,7 @@ def test_a_follow_up_is_asked_after_the_models_own_reply_to_turn_1(tiny_lm, make
     config = EngineConfig(max_new_tokens=6, sentence=SentenceRules(min_chars=1, fallback_chars=20, max_tokens=6))
     history = context_history(tiny_lm, config, ("name a planet",))
     baseline = make_session(tiny_lm, policy="baseline", max_new_tokens=6, sentence=config.sentence)
-    baseline.final("name a planet", 0.0)
+    user_of(baseline).final("name a planet", 0.0)
     baseline.end_of_turn(0.0)
     while baseline.has_work():
         baseline.step()

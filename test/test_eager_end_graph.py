@@ -31,19 +31,25 @@ EAGER = {
 
 class User:
     """The user at the microphone: 20 ms chunks on audio/user at real time, and heard finals
-    and voice events (asr/final, asr/voice) as they arrive."""
+    and voice events (asr/final, asr/voice) as they arrive, and the turn stream (turn/events)."""
 
     def __init__(self, rec: Recorder):
         from std_msgs.msg import Header, Int16MultiArray, String
 
         from predgen_ros.nodes.common import TEXT_QOS
-        from predgen_ros.nodes.messages import voice_kind
+        from predgen_ros.nodes.messages import turn_event_of, voice_kind
 
         self.rec = rec
         self.pub = rec.node.create_publisher(Int16MultiArray, "audio/user", TEXT_QOS)
         self.heard: list[tuple[str, str]] = []  # ("final", text) and ("voice", kind) in arrival order
+        self.turns = []  # turn/events, in order
         rec.node.create_subscription(String, "asr/final", lambda m: self.heard.append(("final", m.data)), TEXT_QOS)
         rec.node.create_subscription(Header, "asr/voice", lambda m: self.heard.append(("voice", voice_kind(m))), TEXT_QOS)
+        rec.node.create_subscription(String, "turn/events", lambda m: self.turns.append(turn_event_of(m)), TEXT_QOS)
+
+    def turn_stream(self) -> list[tuple[str, int]]:
+        """The turn events but for the words: (kind, utterance)."""
+        return [(e.kind.value, e.utterance) for e in self.turns if e.kind != "text"]
 
     def say(self, pcm: np.ndarray, then_until, timeout: float = REPLY_TIMEOUT_S) -> None:
         """`pcm`, then silence until `then_until()` holds."""
@@ -96,6 +102,7 @@ def fresh(rec: Recorder, user: User) -> tuple[int, int, int]:
     rec.wait_quiet()
     rec.clear_history()
     user.heard.clear()
+    user.turns.clear()
     return len(rec.reports), len(rec.voice), len(rec.played)
 
 
@@ -109,6 +116,10 @@ def test_more_words_after_an_eager_start_stop_the_reply_and_the_whole_is_answere
     cut, whole = user.finals()
     assert whole.lower().startswith(cut.lower()) and "france" in whole.lower(), user.heard
     assert user.contract() == ["resumed", "confirmed"], user.heard
+    # one utterance on the turn stream: ended early, reopened, its words extended under its number, confirmed
+    n = user.turns[0].utterance
+    assert user.turn_stream() == [("opened", n), ("ended_early", n), ("reopened", n), ("ended_early", n), ("confirmed", n)]
+    assert [e.text for e in user.turns if e.kind == "ended_early"] == [cut, whole]
     assert "stop" in [what for _, what in rec.voice[voice:]]  # the eager reply stopped
     answers = [r for r in rec.reports[reports:] if r["transcript"] == whole]
     assert len(answers) == 1 and answers[0]["first_sentence"], rec.reports[reports:]
@@ -127,6 +138,8 @@ def test_an_eager_start_confirmed_is_answered_once(eager, piper_voice):
     user.say(np.zeros(0), then_until=lambda: user.contract())
     rec.wait_quiet()
     assert len(user.finals()) == 1 and user.contract() == ["confirmed"], user.heard
+    n = user.turns[0].utterance
+    assert user.turn_stream() == [("opened", n), ("ended_early", n), ("confirmed", n)]
     assert [r["transcript"] for r in rec.reports[reports:]] == user.finals()  # one answer
     assert len([on for _, on in rec.speaking if on]) == began  # no second reply after the confirmation
     assert not {"pause", "stop"} & {what for _, what in rec.voice[voice:]}

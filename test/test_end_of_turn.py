@@ -29,7 +29,7 @@ def test_a_partial_gets_its_probability_from_the_first_pass_it_causes(smollm, ma
     pass: the guess's pass over those words gave it."""
     session = make_session(smollm, anticipate=anticipate, max_new_tokens=0)
     for text in (CUT, COMPLETE):
-        session.partial(text, 0.0)
+        user_of(session).partial(text, 0.0)
         passes = smollm.stats.passes
         first = session.step()
         assert smollm.stats.passes - passes <= 1
@@ -45,8 +45,8 @@ def test_a_partial_gets_its_probability_from_the_first_pass_it_causes(smollm, ma
 
 def test_the_final_ends_the_estimates(smollm, make_session):
     session = make_session(smollm, max_new_tokens=0)
-    session.partial(CUT, 0.0)
-    session.final(COMPLETE, 1.0)
+    user_of(session).partial(CUT, 0.0)
+    user_of(session).final(COMPLETE, 1.0)
     session.end_of_turn(1.0)
     kinds = [kind for kind, _ in drain(session)]
     assert "end_probability" not in kinds and session.turn.end_probabilities == []
@@ -54,35 +54,36 @@ def test_the_final_ends_the_estimates(smollm, make_session):
 
 def test_baseline_runs_no_pass_while_the_user_speaks_so_it_has_no_estimate(smollm, make_session):
     session = make_session(smollm, policy="baseline", max_new_tokens=0)
-    session.partial(CUT, 0.0)
+    user_of(session).partial(CUT, 0.0)
     assert not session.has_work() and session.turn.end_probabilities == []
 
 
 # ------------------------------------------------- the user goes on after an early final
 
 from test_session import RULES  # noqa: E402
+from user_turns import user_of  # noqa: E402
 
 
 @pytest.mark.parametrize("max_new_tokens", [0, 10])
 def test_words_after_an_early_final_reopen_the_turn_and_are_answered_as_one_question(tiny_lm, make_session, max_new_tokens):
     session = make_session(tiny_lm, max_new_tokens=max_new_tokens, sentence=RULES)
-    session.partial(CUT, 0.0)
-    session.final(CUT, 1.0)
+    user_of(session).partial(CUT, 0.0)
+    user_of(session).final(CUT, 1.0, early=True)
     session.end_of_turn(1.0)
     early = drain(session)
     assert ("commit", session.turn.first_sentence) in early  # the robot had its answer to the cut question
     cut_turn = session.turn
-    session.voice("resumed")  # ... and the user went on (asr_node's word)
-    session.partial(COMPLETE, 1.5)
+    user_of(session).voice("resumed")  # ... and the user went on (asr_node's word)
+    user_of(session).partial(COMPLETE, 1.5)
     assert session.turn is not cut_turn and session.turn.t_final is None
     said = [(CUT, cut_turn.reply or cut_turn.first_sentence)]
     assert session.history == said  # no stop came: the user heard the reply to the cut question
-    session.final(COMPLETE, 2.0)
+    user_of(session).final(COMPLETE, 2.0)
     session.end_of_turn(2.0)
     drain(session)
     baseline = make_session(tiny_lm, policy="baseline", max_new_tokens=max_new_tokens, sentence=RULES)
     baseline.reset(said)
-    baseline.final(COMPLETE, 0.0)
+    user_of(baseline).final(COMPLETE, 0.0)
     baseline.end_of_turn(0.0)
     drain(baseline)
     assert (session.turn.first_sentence, session.turn.reply) == (baseline.turn.first_sentence, baseline.turn.reply)
@@ -91,11 +92,11 @@ def test_words_after_an_early_final_reopen_the_turn_and_are_answered_as_one_ques
 
 def test_a_new_question_after_the_final_is_a_new_turn(tiny_lm, make_session):
     session = make_session(tiny_lm, max_new_tokens=0, sentence=RULES)
-    session.partial(COMPLETE, 0.0)
-    session.final(COMPLETE, 1.0)
+    user_of(session).partial(COMPLETE, 0.0)
+    user_of(session).final(COMPLETE, 1.0)
     session.end_of_turn(1.0)
     drain(session)
-    session.partial("and what about germany", 1.5)
+    user_of(session).partial("and what about germany", 1.5)
     assert session.turn.t_final is None and [user for user, _ in session.history] == [COMPLETE]
 
 
@@ -103,11 +104,11 @@ def test_longer_words_without_the_asrs_resumed_are_a_new_turn(tiny_lm, make_sess
     """Only the ASR decides that the user went on: words that merely extend the final
     (an ASR without voice events, or the user saying it again longer) are a new turn."""
     session = make_session(tiny_lm, max_new_tokens=0, sentence=RULES)
-    session.partial(CUT, 0.0)
-    session.final(CUT, 1.0)
+    user_of(session).partial(CUT, 0.0)
+    user_of(session).final(CUT, 1.0)
     session.end_of_turn(1.0)
     drain(session)
-    session.partial(COMPLETE, 1.5)
+    user_of(session).partial(COMPLETE, 1.5)
     assert session.turn.t_final is None and [user for user, _ in session.history] == [CUT]
 
 
@@ -130,25 +131,25 @@ def test_the_history_keeps_what_was_played_of_the_reply_to_a_cut_question(tiny_l
     before or after the continuation's words), then the whole question's."""
     session = make_session(tiny_lm, max_new_tokens=10, sentence=RULES, history_turns=0)  # every turn kept
     session.reset([("hello there", "Hi.")])
-    session.partial(CUT, 0.0)
-    session.final(CUT, 1.0)
+    user_of(session).partial(CUT, 0.0)
+    user_of(session).final(CUT, 1.0, early=True)
     session.end_of_turn(1.0)
     drain(session)
-    session.voice("resumed")
+    user_of(session).voice("resumed")
     heard = "The capital—"
     if played_first:
         session.reply_heard(heard)
-    session.partial(COMPLETE, 1.5)
+    user_of(session).partial(COMPLETE, 1.5)
     if not played_first:
         session.reply_heard(heard)
-    session.final(COMPLETE, 2.0)
+    user_of(session).final(COMPLETE, 2.0)
     session.end_of_turn(2.0)
     drain(session)
     assert session.history[:2] == [("hello there", "Hi."), (CUT, heard)]
     assert session.history[2][0] == COMPLETE and len(session.history) == 3
     baseline = make_session(tiny_lm, policy="baseline", max_new_tokens=10, sentence=RULES, history_turns=0)
     baseline.reset(session.history[:2])
-    baseline.final(COMPLETE, 0.0)
+    user_of(baseline).final(COMPLETE, 0.0)
     baseline.end_of_turn(0.0)
     drain(baseline)
     assert session.turn.reply == baseline.turn.reply  # answered after what the user heard

@@ -12,12 +12,12 @@ from diagnostic_msgs.msg import DiagnosticArray
 from std_msgs.msg import Bool, Header, String
 from std_srvs.srv import Trigger
 
-from predgen_ros.engine.transcript_order import LATE_COPY_WINDOW_S
 from predgen_ros.nodes.bringup import Graph, default_params_file
 from predgen_ros.nodes.common import TEXT_QOS, stamp
-from predgen_ros.nodes.messages import turn_decision
+from predgen_ros.nodes.messages import turn_decision, turn_event
 from predgen_ros.nodes.predgen_node import REPORT_KEYS
 from predgen_ros.nodes.probe import GraphProbe
+from predgen_ros.turn_events import TurnEventWriter
 from predgen_ros.turn_taking import CUT_OFF_MARK
 
 pytestmark = [pytest.mark.graph, pytest.mark.e2e]  # the nodes load the real models
@@ -29,16 +29,14 @@ class FakeUser:
     def __init__(self):
         self.probe = GraphProbe("test_user")
         self.node = self.probe.node
-        self.partial = self.node.create_publisher(String, "asr/partial", TEXT_QOS)
-        self.final = self.node.create_publisher(String, "asr/final", TEXT_QOS)
-        self.speech_end = self.node.create_publisher(Header, "asr/speech_end", TEXT_QOS)
+        self.turn_events = self.node.create_publisher(String, "turn/events", TEXT_QOS)
+        self.user = TurnEventWriter()  # numbers the utterances as asr_node's turn owner does
         self.decision = self.node.create_publisher(Header, "turn/decision", TEXT_QOS)
         self.reset = self.node.create_client(Trigger, "/predgen_node/reset")
         self.reports: list[dict[str, str]] = []
         self.replies_spoken = 0
         self.health: dict[str, list] = {}
         self._speaking = False
-        self.silent_since = 0.0  # when robot_speaking last went false
         self.latency_sub = self.node.create_subscription(DiagnosticArray, "predgen/latency", self._on_report, TEXT_QOS)
         self.speaking_sub = self.node.create_subscription(Bool, "robot_speaking", self._on_speaking, TEXT_QOS)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_health, 10)
@@ -50,8 +48,6 @@ class FakeUser:
 
     def _on_speaking(self, msg):
         self.replies_spoken += self._speaking and not msg.data
-        if self._speaking and not msg.data:
-            self.silent_since = time.time()
         self._speaking = msg.data
 
     def _on_health(self, msg):
@@ -62,21 +58,30 @@ class FakeUser:
         self.probe.graph = graph
         assert self.probe.wait_for(condition, timeout), "timed out"
 
+    def send(self, events) -> None:
+        for event in events:
+            self.turn_events.publish(turn_event(event))
+
     def say(self, text, graph, gap=0.1, final=True):
-        """Word-by-word partials, then the end of speech and the final."""
+        """The words one more at a time, then the ending."""
         words = text.split()
         for n in range(1, len(words) + 1):
-            self.partial.publish(String(data=" ".join(words[:n])))
+            self.send(self.user.words(" ".join(words[:n]), time.time()))
             self.spin_until(lambda: True)
             time.sleep(gap)
         if final:
-            self.speech_end.publish(Header(stamp=stamp(time.time())))
-            self.final.publish(String(data=text))
+            self.end(text)
+
+    def end(self, text) -> list:
+        """The utterance's ending (the whole turn, when no words came before it); the events sent."""
+        events = self.user.final(text, time.time(), may_continue=False, handed_on=True)
+        self.send(events)
+        return events
 
     def talk_over(self, words: str) -> None:
         """A turn over the robot, as asr_node's owner rules it: stop the voice, hand on the words."""
         self.decision.publish(turn_decision(stamp(time.time()), "stop", words))
-        self.partial.publish(String(data=words))
+        self.send(self.user.words(words, time.time()))
 
     def turn(self, text, graph):
         """Say `text` to a silent robot and wait for its latency report and the end of its
@@ -169,16 +174,12 @@ def test_turns_produce_speech_reports_and_use_history(graph):
 def test_bad_input_is_survived_and_the_next_turn_answered(graph):
     g, user, _ = graph
     reports, ignored = len(user.reports), ignored_messages(user, g)
-    # past the re-delivery window of the last turn's final, an empty final once answered its words again
-    last_final = float(user.reports[-1]["t_final_transcript"])
-    user.spin_until(lambda: time.time() > last_final + LATE_COPY_WINDOW_S + 0.1, graph=g)
-    user.partial.publish(String(data="   "))  # whitespace hypothesis
-    user.final.publish(String(data=""))  # empty final, no partials since the last turn's final
-    # both counted before the next words: an empty final read after a partial stands for it
-    # (the two topics' order is not kept on the wire; under load it once made "🤖" the turn)
+    user.turn_events.publish(String(data="what is the capital"))  # not a turn event: words from a plain ASR
+    user.turn_events.publish(String(data='{"kind": "partial", "utterance": 1, "stream": "x", "text": "hi", "stamp": 0}'))
     user.spin_until(lambda: int(predgen_health(user)["ignored_messages"]) >= ignored + 2, graph=g)
+    user.send(user.user.words("   ", time.time()))  # a hypothesis of whitespace: no words, nothing to answer
     user.say("🤖 مرحبا 你好 \u202eevil\u202c \x07bell", g, final=False)  # any Unicode, control characters
-    user.final.publish(String(data="🤖 مرحبا 你好"))
+    user.end("🤖 مرحبا 你好")
     user.spin_until(lambda: len(user.reports) > reports, graph=g)
     assert [r["transcript"] for r in user.reports[reports:]] == ["🤖 مرحبا 你好"]  # answered like any other turn
     next_turn = user.turn("Name a colour of the sky.", g)  # served after all of that
@@ -187,7 +188,7 @@ def test_bad_input_is_survived_and_the_next_turn_answered(graph):
 
     # a final without any partial before it is a complete turn of its own (three words: a turn even over the robot)
     reports = len(user.reports)
-    user.final.publish(String(data="Please say hello."))
+    user.end("Please say hello.")
     user.spin_until(lambda: len(user.reports) > reports, graph=g)
     assert user.reports[-1]["transcript"] == "Please say hello."
 
@@ -225,39 +226,31 @@ def test_the_same_words_twice_are_two_turns_and_a_redelivered_final_one(graph):
     user.spin_until(future.done)
     user.spin_until(lambda: not user._speaking, graph=g)  # the previous test's reply has ended
     before = len(user.reports)
-    first = user.turn("yes", g)  # the robot asked something; the user said "yes"
-    user.spin_until(lambda: not user._speaking and time.time() > float(first["t_final_transcript"]) + LATE_COPY_WINDOW_S, graph=g)
-    second = user.turn("yes", g)  # ...and again, to the next question
+    user.turn("yes", g)  # the robot asked something; the user said "yes"
+    user.turn("yes", g)  # ...and again, to the next question: however soon, a new utterance
     assert [r["transcript"] for r in user.reports[before:]] == ["yes", "yes"]
-    assert first["first_sentence"] and second["first_sentence"] and second["history_turns"] == "1"
-
-    # a final delivered twice (no utterance number): one turn
-    before = len(user.reports)
-    user.say("thank you", g)
-    user.final.publish(String(data="thank you"))
-    user.spin_until(lambda: len(user.reports) > before and not user._speaking, graph=g)
-    # with utterance numbers: the same number again, even late, is the same utterance
-    user.speech_end.publish(Header(stamp=stamp(time.time()), frame_id="41"))
-    user.final.publish(String(data="ok"))
-    user.spin_until(lambda: len(user.reports) > before + 1 and not user._speaking, graph=g)
+    assert user.reports[-1]["first_sentence"] and user.reports[-1]["history_turns"] == "1"
 
     def finals_not_taken():
         statuses = user.health.get("/predgen_ros/predgen_node", [])
         return int({kv.key: kv.value for kv in statuses[-1].values}["finals_not_taken"]) if statuses else 0
 
+    # an ending delivered twice, at once and late: one turn
+    before = len(user.reports)
+    user.say("thank you", g, final=False)
+    ending = user.end("thank you")[-1]
+    user.send([ending])
+    user.spin_until(lambda: len(user.reports) > before and not user._speaking, graph=g)
     user.health.clear()
     user.spin_until(lambda: "/predgen_ros/predgen_node" in user.health, graph=g)
     not_taken = finals_not_taken()
-    user.speech_end.publish(Header(stamp=stamp(time.time()), frame_id="41"))
-    user.final.publish(String(data="ok"))
+    user.send([ending])
     user.spin_until(lambda: finals_not_taken() > not_taken, graph=g)  # the engine took it for a re-delivery
-    user.speech_end.publish(Header(stamp=stamp(time.time()), frame_id="42"))  # a new number is a new turn
-    user.final.publish(String(data="ok then"))
+    user.end("ok then")  # a new number is a new turn
     user.spin_until(lambda: any(r["transcript"] == "ok then" for r in user.reports[before:]), graph=g)
-    assert [r["transcript"] for r in user.reports[before:]] == ["thank you", "ok", "ok then"]
+    assert [r["transcript"] for r in user.reports[before:]] == ["thank you", "ok then"]
 
 
-@pytest.mark.timing  # needs the reply still playing LATE_COPY_WINDOW_S after the final: the model's sentence vs the clock
 def test_a_barge_in_that_repeats_the_question_is_answered(graph):
     g, user, _ = graph
     future = user.reset.call_async(Trigger.Request())
@@ -267,15 +260,7 @@ def test_a_barge_in_that_repeats_the_question_is_answered(graph):
     before = len(user.reports)
     user.say(question, g)
     user.spin_until(lambda: user._speaking and len(user.reports) > before, graph=g)
-    # past the late-copy window, the same words are the user speaking again, not a stale partial
-    final = float(user.reports[-1]["t_final_transcript"])
-    user.spin_until(lambda: time.time() > final + LATE_COPY_WINDOW_S + 0.1, graph=g)
-    assert user._speaking, (
-        f"the reply should still be playing: it ended {user.silent_since - final:.2f} s after the final, "
-        f"first audio {float(user.reports[-1]['t_first_audio']) - final:.2f} s after it, "
-        f"first sentence {user.reports[-1]['first_sentence']!r}"
-    )
-    reports = len(user.reports)
+    reports = len(user.reports)  # the same words again at once: a new utterance, not a copy of the last
     user.talk_over(question)
     report = user.turn(question, g)
     assert [r["transcript"] for r in user.reports[reports:]] == [question]

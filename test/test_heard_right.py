@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from user_turns import user_of
+
 from predgen_ros.eval.heard_right import (
     format_heard_table,
     heard_summary,
@@ -72,7 +74,7 @@ def test_in_context_the_reference_has_the_runs_own_history(tiny_lm):
     live = Session(tiny_lm, config, VirtualClock())  # the run: it heard "pairs", then "b" right
     replies = []
     for text in (misheard, texts["b"]):
-        live.final(text, 0.0)
+        user_of(live).final(text, 0.0)
         live.end_of_turn(0.0)
         while live.has_work():
             live.step()

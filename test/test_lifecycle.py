@@ -8,11 +8,13 @@ import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
-from std_msgs.msg import Header, String
+from std_msgs.msg import String
 
 from predgen_ros.nodes.bringup import Graph, default_params_file
-from predgen_ros.nodes.common import TEXT_QOS, stamp
+from predgen_ros.nodes.common import TEXT_QOS
+from predgen_ros.nodes.messages import turn_event
 from predgen_ros.nodes.probe import GraphProbe
+from predgen_ros.turn_events import TurnEventWriter
 
 pytestmark = [pytest.mark.graph, pytest.mark.e2e]  # the nodes load the real models
 
@@ -24,9 +26,8 @@ class User:
 
     def __init__(self, probe: GraphProbe):
         self.probe = probe
-        self.partial = probe.node.create_publisher(String, "asr/partial", TEXT_QOS)
-        self.speech_end = probe.node.create_publisher(Header, "asr/speech_end", TEXT_QOS)
-        self.final = probe.node.create_publisher(String, "asr/final", TEXT_QOS)
+        self.turn_events = probe.node.create_publisher(String, "turn/events", TEXT_QOS)
+        self.user = TurnEventWriter()
         self.responses: list[str] = []
         self.answered: list[str] = []  # the transcripts of the turns predgen_node reported, in order
         probe.node.create_subscription(String, "predgen/response", lambda m: self.responses.append(m.data), TEXT_QOS)
@@ -36,14 +37,13 @@ class User:
         self.answered += [kv.value for status in msg.status for kv in status.values if kv.key == "transcript"]
 
     def say(self, text: str) -> None:
-        for n in range(1, len(text.split()) + 1):
-            self.partial.publish(String(data=" ".join(text.split()[:n])))
-        self.speech_end.publish(Header(stamp=stamp(time.time())))
-        self.final.publish(String(data=text))
+        events = [e for n in range(1, len(text.split()) + 1) for e in self.user.words(" ".join(text.split()[:n]), time.time())]
+        for event in events + self.user.final(text, time.time(), may_continue=False, handed_on=True):
+            self.turn_events.publish(turn_event(event))
 
     def hears_predgen(self) -> bool:
-        """predgen_node subscribes to the final (it does only while active; tts_node does too)."""
-        return any(info.node_name == "predgen_node" for info in self.probe.node.get_subscriptions_info_by_topic("asr/final"))
+        """predgen_node subscribes to the turn events (it does only while active; tts_node does too)."""
+        return any(info.node_name == "predgen_node" for info in self.probe.node.get_subscriptions_info_by_topic("turn/events"))
 
 
 @pytest.fixture
@@ -146,7 +146,7 @@ def test_asr_node_hears_only_while_active_and_starts_its_source_again_on_activat
             finals: list[str] = []
             probe.node.create_subscription(String, "asr/partial", lambda m: heard.append(m.data), TEXT_QOS)
             probe.node.create_subscription(String, "asr/final", lambda m: finals.append(m.data), TEXT_QOS)
-            probe.node.create_subscription(Header, "asr/speech_end", lambda m: None, TEXT_QOS)  # as predgen_node does
+            probe.node.create_subscription(String, "turn/events", lambda m: None, TEXT_QOS)  # as predgen_node does
             assert probe.state("asr_node") == "unconfigured"
             assert probe.change_state("asr_node", "configure") and probe.state("asr_node") == "inactive"
             assert heard == [] and finals == []

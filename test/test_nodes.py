@@ -18,6 +18,7 @@ from predgen_ros.audio.tts import PiperSynthesizer
 from predgen_ros.engine.params import node_section
 from predgen_ros.nodes.bringup import default_params_file
 from predgen_ros.nodes.common import TEXT_QOS
+from predgen_ros.nodes.messages import turn_event_of
 from predgen_ros.nodes.probe import GraphProbe
 
 pytestmark = [pytest.mark.graph, pytest.mark.e2e]  # the nodes load the real models
@@ -230,9 +231,11 @@ class AsrNodeOnWav:
 
 
 def test_asr_node_streams_pocketsphinx_partials_and_finals(user_speech_wav):
-    """asr_node over DDS: partials only on change and never empty, one final per utterance."""
-    partials, finals, ends = [], [], []
+    """asr_node over DDS: partials only on change and never empty, one final per utterance,
+    and the same as one numbered turn stream."""
+    partials, finals, ends, turns = [], [], [], []
     with AsrNodeOnWav(user_speech_wav, "test_listener", "-p", "asr.backend:=pocketsphinx") as asr:
+        asr.node.create_subscription(String, "turn/events", lambda m: turns.append(turn_event_of(m)), TEXT_QOS)
         asr.node.create_subscription(String, "asr/partial", lambda m: partials.append(m.data), TEXT_QOS)
         asr.node.create_subscription(String, "asr/final", lambda m: finals.append((m.data, len(partials))), TEXT_QOS)
         asr.node.create_subscription(
@@ -241,6 +244,11 @@ def test_asr_node_streams_pocketsphinx_partials_and_finals(user_speech_wav):
         asr.spin_while(lambda: len(finals) < 2 or len(ends) < 2)
     assert len(finals) == 2, asr.output[-2000:]
     assert len(ends) == 2 and ends[0] < ends[1] <= time.time()
+    # the fixed endpoint ends each turn for good: opened, its words as the partials went, ended at its speech's end
+    expected = [("opened", 1, "")] + [("text", 1, p) for p in partials[: finals[0][1]]] + [("ended", 1, finals[0][0])]
+    expected += [("opened", 2, "")] + [("text", 2, p) for p in partials[finals[0][1] :]] + [("ended", 2, finals[1][0])]
+    assert [(e.kind.value, e.utterance, e.text) for e in turns] == expected
+    assert [e.stamp for e in turns if e.kind == "ended"] == pytest.approx(ends, abs=1e-6)
     assert all(p.strip() == p and p for p in partials)
     assert all(a != b for a, b in zip(partials, partials[1:])), "a partial repeated the previous one"
     assert "capital" in finals[0][0] and "robot" in finals[1][0], finals
@@ -260,7 +268,7 @@ def test_asr_node_hears_the_requests_word_for_word_with_whisper(user_speech_wav,
     with AsrNodeOnWav(user_speech_wav, "test_whisper", "-p", "asr.backend:=whisper", "-p", f"asr.record_dir:={heard}") as asr:
         asr.node.create_subscription(String, "asr/partial", lambda m: partials.append(m.data), TEXT_QOS)
         asr.node.create_subscription(String, "asr/final", lambda m: finals.append(m.data), TEXT_QOS)
-        asr.node.create_subscription(Header, "asr/speech_end", lambda m: None, TEXT_QOS)  # asr_node waits for all three
+        asr.node.create_subscription(String, "turn/events", lambda m: None, TEXT_QOS)  # asr_node waits for a listener
         asr.spin_while(lambda: len(finals) < 2)
     said = ["What is the capital of France?", "Tell me a joke about robots."]
     assert len(finals) == 2, asr.output[-2000:]
@@ -281,7 +289,7 @@ def test_asr_node_is_deaf_while_the_robot_speaks(user_speech_wav):
         speaking = asr.node.create_publisher(Bool, "robot_speaking", TEXT_QOS)
         asr.node.create_subscription(String, "asr/partial", lambda m: heard.append(m.data), TEXT_QOS)
         asr.node.create_subscription(String, "asr/final", lambda m: heard.append(m.data), TEXT_QOS)
-        asr.node.create_subscription(Header, "asr/speech_end", lambda m: None, TEXT_QOS)  # it starts once all are heard
+        asr.node.create_subscription(String, "turn/events", lambda m: None, TEXT_QOS)  # it starts once they are heard
         asr.node.create_subscription(
             DiagnosticArray,
             "/diagnostics",
@@ -305,7 +313,7 @@ def test_the_speech_clock_runs_on_while_the_robot_speaks(tmp_path):
     finals, ends, states = [], [], []
     with AsrNodeOnWav(wav, "test_robot_reply") as asr:
         speaking = asr.node.create_publisher(Bool, "robot_speaking", TEXT_QOS)
-        asr.node.create_subscription(String, "asr/partial", lambda m: None, TEXT_QOS)  # asr_node starts once it is heard
+        asr.node.create_subscription(String, "turn/events", lambda m: None, TEXT_QOS)  # asr_node starts once it is heard
         asr.node.create_subscription(String, "asr/final", lambda m: finals.append(m.data), TEXT_QOS)
         asr.node.create_subscription(
             Header, "asr/speech_end", lambda m: ends.append(m.stamp.sec + m.stamp.nanosec * 1e-9), TEXT_QOS

@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from test_kv_and_verify import assert_cache_matches
+from user_turns import user_of
 
 from predgen_ros.engine.config import VerifierRule
 from predgen_ros.engine.copy_ban import CopyBan
@@ -12,7 +13,6 @@ from predgen_ros.engine.decode import ar_step
 from predgen_ros.engine.lm import KVState
 from predgen_ros.engine.sentences import SentenceRules
 from predgen_ros.engine.session import DECODERS, POLICIES, ConfigError, EngineConfig
-from predgen_ros.engine.transcript_order import LATE_COPY_WINDOW_S
 from predgen_ros.turn_taking import CUT_OFF_MARK
 
 WORDS = [
@@ -38,15 +38,16 @@ WORDS = [
 RULES = SentenceRules(min_chars=10, fallback_chars=60, max_tokens=8)
 
 
-def run(session, partials, final, steps_between):
-    """Deliver partials, running some steps after each (work may be cut short)."""
+def run(session, partials, final, steps_between, early=False):
+    """Deliver partials, running some steps after each (work may be cut short); `early`:
+    the final is an eager end of turn."""
     emissions = []
     for text, steps in zip(partials, steps_between):
-        session.partial(text, 0.0)
+        user_of(session).partial(text, 0.0)
         for _ in range(steps):
             if session.has_work():
                 emissions += session.step()
-    session.final(final, 1.0)
+    user_of(session).final(final, 1.0, early=early)
     session.end_of_turn(1.0)
     for _ in range(500):
         if not session.has_work():
@@ -217,11 +218,11 @@ def test_the_cache_equals_a_fresh_encoding_of_the_kept_text_after_every_step(bac
                 assert_cache_matches(session.state)
 
         for text, n in zip(partials, steps):
-            session.partial(text, 0.0)
+            user_of(session).partial(text, 0.0)
             for _ in range(n):
                 if session.has_work():
                     step_and_check()
-        session.final(final, 1.0)
+        user_of(session).final(final, 1.0)
         session.end_of_turn(1.0)
         for _ in range(500):
             if not session.has_work():
@@ -235,17 +236,17 @@ def test_the_cache_equals_a_fresh_encoding_of_the_kept_text_after_every_step(bac
 def test_words_that_follow_the_guess_cost_no_pass_and_its_final_commits_at_once(tiny_lm, make_session):
     config = dict(verifier="exact", max_new_tokens=0, sentence=RULES)
     session = make_session(tiny_lm, policy="predgen", anticipate=True, anticipate_tokens=3, **config)
-    session.partial("what is the", 0.0)
+    user_of(session).partial("what is the", 0.0)
     while session.has_work():
         session.step()
     guessed = session.turn.anticipated
     assert guessed.startswith("what is the") and guessed != "what is the"
     assert 1 <= session.turn.guess_passes <= 3
     passes = tiny_lm.stats.passes
-    assert session.partial(guessed, 0.5)  # the user said what the model guessed: nothing to compute,
+    assert user_of(session).partial(guessed, 0.5)  # the user said what the model guessed: nothing to compute,
     assert [kind for kind, _ in session.step()] == ["end_probability"]  # only its end-of-turn estimate to tell
     assert not session.has_work()
-    session.final(guessed, 1.0)
+    user_of(session).final(guessed, 1.0)
     session.end_of_turn(1.0)
     while session.has_work():
         session.step()
@@ -299,9 +300,9 @@ def test_the_reply_ends_after_max_sentences(tiny_lm, make_session, policy):
 
 def test_baseline_does_no_work_before_the_end_of_turn(tiny_lm, make_session):
     session = make_session(tiny_lm, policy="baseline", sentence=RULES, max_new_tokens=0)
-    session.partial("what is the capital", 0.0)
+    user_of(session).partial("what is the capital", 0.0)
     assert not session.has_work()
-    session.final("what is the capital of france", 1.0)
+    user_of(session).final("what is the capital of france", 1.0)
     assert not session.has_work()
     session.end_of_turn(1.5)
     assert session.has_work()
@@ -325,29 +326,27 @@ def test_history_is_used_on_the_next_turn(tiny_lm, make_session):
     assert session.turn.prompt_ids == tiny_lm.prompt_ids("and paris", [("hello robot", first_reply)])
 
 
-def test_an_empty_final_answers_a_pending_partial_never_the_finished_turn_again(tiny_lm, make_session):
+def test_an_ending_sent_again_never_answers_the_finished_turn_again(tiny_lm, make_session):
     session = make_session(tiny_lm, policy="predgen", sentence=RULES, max_new_tokens=6)
     run(session, ["and what about germany"], "and what about germany", [5])
     answered = session.turn
-    # past the re-delivery window the finished words once became a second turn
-    assert not session.final("", 1.0 + LATE_COPY_WINDOW_S + 1.0)
+    assert not user_of(session).again(30.0)  # however late: the utterance's number says it is the same
     assert session.turn is answered
-    session.partial("name a colour", 5.0)
-    assert session.final("", 6.0)  # no final covered this partial: the empty final stands for it
-    assert session.turn.user_text == "name a colour"
+    assert user_of(session).final("and what about germany", 31.0)  # said again: a new utterance
+    assert session.turn is not answered
 
 
 def test_the_history_keeps_what_the_user_heard_of_a_reply_they_cut_off(tiny_lm, make_session):
     session = make_session(tiny_lm, policy="predgen", sentence=RULES, max_new_tokens=6, history_turns=2, anticipate=False)
     run(session, ["hello robot"], "hello robot", [5])
-    session.partial("and paris", 2.0)  # the user talks over the reply: a new turn is being built on it
+    user_of(session).partial("and paris", 2.0)  # the user talks over the reply: a new turn is being built on it
     for _ in range(3):
         session.step()
     session.reply_heard("Hel—")  # tts_node: this much was played before the barge-in
     assert session.history[0] == ("hello robot", "Hel—")
     assert session.turn.previous_reply == "Hel—"
     assert session.turn.prompt_ids == tiny_lm.prompt_ids("and paris", [("hello robot", "Hel—")])  # rebuilt on it
-    session.final("and paris", 3.0)
+    user_of(session).final("and paris", 3.0)
     session.end_of_turn(3.0)
     while session.has_work():
         session.step()
@@ -356,13 +355,13 @@ def test_the_history_keeps_what_the_user_heard_of_a_reply_they_cut_off(tiny_lm, 
 
 def test_a_cut_off_reply_still_being_decoded_ends_as_heard(tiny_lm, make_session):
     session = make_session(tiny_lm, policy="baseline", sentence=RULES, max_new_tokens=30, max_sentences=4)
-    session.partial("hello robot", 0.0)
-    session.final("hello robot", 1.0)
+    user_of(session).partial("hello robot", 0.0)
+    user_of(session).final("hello robot", 1.0)
     session.end_of_turn(1.0)
     while session.turn.t_commit is None:
         session.step()
     session.reply_heard("Wor—")  # the user cut it off while the rest was decoded
-    session.partial("and paris", 2.0)
+    user_of(session).partial("and paris", 2.0)
     assert session.history == [("hello robot", "Wor—")]
 
 
@@ -373,19 +372,19 @@ def test_a_reply_withdrawn_before_a_word_was_played_leaves_no_exchange(tiny_lm, 
     the whole question is answered next, with nothing of the withdrawn one in its prompt."""
     session = make_session(tiny_lm, policy="predgen", sentence=RULES, max_new_tokens=6, history_turns=2, anticipate=False)
     run(session, [], "hello robot", [])
-    run(session, ["what is the capital"], "what is the capital", [5])
+    run(session, ["what is the capital"], "what is the capital", [5], early=True)
     if reported == "before the words went on":
         session.reply_heard(CUT_OFF_MARK)
-    session.voice("resumed")
+    user_of(session).voice("resumed")
     if went_on_in == "a partial":
-        assert session.partial("what is the capital of france", 2.0)
+        assert user_of(session).partial("what is the capital of france", 2.0)
     else:
-        assert session.final("what is the capital of france", 3.0)
+        assert user_of(session).final("what is the capital of france", 3.0)
     if reported == "after":
         session.reply_heard(CUT_OFF_MARK)
     assert [user for user, _ in session.history] == ["hello robot"]
     if went_on_in == "a partial":
-        session.final("what is the capital of france", 3.0)
+        user_of(session).final("what is the capital of france", 3.0)
     session.end_of_turn(3.0)
     while session.has_work():
         session.step()
@@ -395,9 +394,9 @@ def test_a_reply_withdrawn_before_a_word_was_played_leaves_no_exchange(tiny_lm, 
 
 def test_a_withdrawn_reply_the_user_heard_some_of_stays_as_heard(tiny_lm, make_session):
     session = make_session(tiny_lm, policy="predgen", sentence=RULES, max_new_tokens=6, anticipate=False)
-    run(session, ["what is the capital"], "what is the capital", [5])
-    session.voice("resumed")
-    session.partial("what is the capital of france", 2.0)
+    run(session, ["what is the capital"], "what is the capital", [5], early=True)
+    user_of(session).voice("resumed")
+    user_of(session).partial("what is the capital of france", 2.0)
     session.reply_heard("Hel" + CUT_OFF_MARK)
     assert session.history == [("what is the capital", "Hel" + CUT_OFF_MARK)]
 

@@ -13,8 +13,9 @@ from std_msgs.msg import Bool, Header, Int16MultiArray, String
 
 from predgen_ros.nodes.bringup import Graph, default_params_file
 from predgen_ros.nodes.common import AUDIO_QOS, TEXT_QOS, seconds, stamp
-from predgen_ros.nodes.messages import sentence_of, turn_decision
+from predgen_ros.nodes.messages import sentence_of, turn_decision, turn_event
 from predgen_ros.nodes.probe import GraphProbe
+from predgen_ros.turn_events import TurnEventWriter
 from predgen_ros.turn_taking import CUT_OFF_MARK
 
 pytestmark = [pytest.mark.graph, pytest.mark.e2e]  # the nodes load the real models
@@ -32,7 +33,7 @@ class Listener:
         self.say = self.node.create_publisher(String, "tts/say", TEXT_QOS)
         self.candidate = self.node.create_publisher(String, "predgen/candidate", TEXT_QOS)
         self.decision = self.node.create_publisher(Header, "turn/decision", TEXT_QOS)  # as asr_node's turn owner
-        self.partial = self.node.create_publisher(String, "asr/partial", TEXT_QOS)  # a turn of the user's
+        self.turn_events = self.node.create_publisher(String, "turn/events", TEXT_QOS)  # the user's turns
         self.played: list[str] = []
         self.interruptions: list[tuple[float, str]] = []
         self.node.create_subscription(String, "tts/played", lambda m: self.played.append(m.data), TEXT_QOS)
@@ -237,7 +238,8 @@ def test_a_reply_whose_predgen_node_went_away_ends_and_its_late_rest_is_not_spok
     listener.say.publish(String(data="The rest of that old reply."))
     listener.say.publish(String(data=""))
     listener.spin_until(lambda: report("stale_dropped") == "2", graph=graph)
-    listener.partial.publish(String(data="hello"))  # the user speaks: what comes next answers them
+    for event in TurnEventWriter().words("hello", time.time()):  # the user speaks: what comes next answers them
+        listener.turn_events.publish(turn_event(event))
     listener.spin_until(lambda: report("dropping_stale") == "False", graph=graph)
     listener.say.publish(String(data="Hello again."))
     listener.say.publish(String(data=""))

@@ -11,44 +11,60 @@ from hypothesis import strategies as st
 
 from predgen_ros.engine.session import EngineConfig, Session
 from predgen_ros.engine.worker import EngineWorker, Event, Mailbox
+from predgen_ros.turn_events import TurnEvent, TurnEventWriter, TurnKind
 
 
-def test_a_partial_replaces_the_unread_partial_but_finals_stay_in_order():
+def words(text, utterance=1):
+    return Event("turn", TurnEvent(TurnKind.TEXT, utterance, "s", text))
+
+
+def ending(text, utterance=1):
+    return Event("turn", TurnEvent(TurnKind.ENDED, utterance, "s", text))
+
+
+def test_words_replace_the_unread_words_of_their_utterance_but_endings_stay_in_order():
     box = Mailbox(capacity=4)
     for text in ("a", "a b", "a b c"):
-        box.post(Event("partial", text))
-    box.post(Event("final", "a b c d"))
-    box.post(Event("partial", "next"))
-    assert [(e.kind, e.text) for e in box.take(0)] == [("partial", "a b c"), ("final", "a b c d"), ("partial", "next")]
+        box.post(words(text))
+    box.post(ending("a b c d"))
+    box.post(words("next", 2))
+    box.post(words("other", 3))  # another utterance's words do not replace them
+    taken = [(e.turn.kind, e.turn.text) for e in box.take(0)]
+    assert taken == [("text", "a b c"), ("ended", "a b c d"), ("text", "next"), ("text", "other")]
     assert box.replaced == 2 and box.take(0) == []
 
 
-def test_a_backlog_drops_old_partials_never_a_final_or_a_reset():
+def test_a_backlog_drops_old_words_never_an_ending_or_a_reset():
     box = Mailbox(capacity=4)
     for i in range(10):
-        box.post(Event("partial", f"utterance {i}"))
-        box.post(Event("final", f"utterance {i}"))
+        box.post(words(f"utterance {i}", i + 1))
+        box.post(ending(f"utterance {i}", i + 1))
     box.post(Event("reset"))
     pending = box.take(0)
-    assert [e.text for e in pending if e.kind == "final"] == [f"utterance {i}" for i in range(10)]
+    assert [e.turn.text for e in pending if e.turn and e.turn.kind == "ended"] == [f"utterance {i}" for i in range(10)]
     assert pending[-1].kind == "reset"
-    assert not any(e.kind == "partial" for e in pending) and box.dropped == 10
+    assert not any(e.words for e in pending) and box.dropped == 10
 
 
-@given(st.lists(st.sampled_from(["partial", "final", "speech_end", "reset"]), max_size=400), st.integers(1, 16))
-def test_pending_partials_stay_bounded_and_no_other_event_is_lost(kinds, capacity):
+@given(st.lists(st.sampled_from(["text", "ended", "reset"]), max_size=400), st.integers(1, 16))
+def test_pending_words_stay_bounded_and_no_other_event_is_lost(kinds, capacity):
     box = Mailbox(capacity)
-    for i, kind in enumerate(kinds):
-        box.post(Event(kind, str(i)))
-        others = sum(k != "partial" for k in kinds[: i + 1])
-        assert len(box) <= max(capacity, others + 1)  # only partials are dropped, the newest event never
+    events = [
+        Event("reset", text=str(i)) if k == "reset" else Event("turn", TurnEvent(TurnKind(k), 1, "s", str(i)))
+        for i, k in enumerate(kinds)
+    ]
+    label = lambda e: e.turn.text if e.turn else e.text  # noqa: E731
+    for i, event in enumerate(events):
+        box.post(event)
+        others = sum(k != "text" for k in kinds[: i + 1])
+        assert len(box) <= max(capacity, others + 1)  # only words are dropped, the newest event never
     pending = box.take(0)
     assert box.dropped + box.replaced + len(pending) == len(kinds)  # every event is accounted for
     if kinds:
-        assert pending[-1].text == str(len(kinds) - 1)
-    assert [e.text for e in pending if e.kind != "partial"] == [str(i) for i, k in enumerate(kinds) if k != "partial"]
-    assert all(not (a.kind == b.kind == "partial") for a, b in zip(pending, pending[1:]))
-    assert [int(e.text) for e in pending] == sorted(int(e.text) for e in pending)
+        assert label(pending[-1]) == str(len(kinds) - 1)
+    assert [label(e) for e in pending if not e.words] == [str(i) for i, k in enumerate(kinds) if k != "text"]
+    assert all(not (a.words and b.words) for a, b in zip(pending, pending[1:]))
+    assert [int(label(e)) for e in pending] == sorted(int(label(e)) for e in pending)
 
 
 class Recorder:
@@ -69,11 +85,18 @@ def start_worker(lm, **config):
     return worker, recorder
 
 
-def say(worker, text):
-    words = text.split()
-    for n in range(1, len(words) + 1):
-        worker.mailbox.post(Event("partial", " ".join(words[:n]), time.time()))
-    worker.mailbox.post(Event("final", text, time.time()))
+def post(worker, events, t=None):
+    for event in events:
+        worker.mailbox.post(Event("turn", event, t=time.time() if t is None else t))
+
+
+def say(worker, text, user=None, t_speech_end=None):
+    """The user's words one more at a time, then the ending."""
+    user = user or TurnEventWriter()
+    said = text.split()
+    for n in range(1, len(said) + 1):
+        post(worker, user.words(" ".join(said[:n]), time.time()))
+    post(worker, user.final(text, t_speech_end or time.time(), may_continue=False, handed_on=True))
 
 
 def test_worker_answers_a_turn_in_order(tiny_lm):
@@ -91,39 +114,21 @@ def test_worker_answers_a_turn_in_order(tiny_lm):
 
 def test_the_same_words_as_two_utterances_get_two_replies_and_their_speech_ends(tiny_lm):
     worker, recorder = start_worker(tiny_lm, policy="predgen", verifier="exact", max_new_tokens=4)
-    base = time.time() - 100  # event times in the past: each end of turn is due at once
-
-    def utterance(text, number, t_end):
-        recorder.done.clear()
-        worker.mailbox.post(Event("partial", text, t_end - 0.5))
-        worker.mailbox.post(Event("speech_end", number, t_end))
-        worker.mailbox.post(Event("final", text, t_end + 0.3))
-
+    user, base = TurnEventWriter(), time.time() - 100
     try:
-        for number, t_end in (("1", base), ("2", base + 10)):
-            utterance("yes", number, t_end)
-            assert recorder.done.wait(60), f"no reply to utterance {number}"
-        worker.mailbox.post(Event("speech_end", "2", base + 10))  # the second utterance re-delivered
-        worker.mailbox.post(Event("final", "yes", base + 10.4))
+        for t_end in (base, base + 10):
+            recorder.done.clear()
+            say(worker, "yes", user, t_speech_end=t_end)
+            assert recorder.done.wait(60), f"no reply to the utterance that ended at {t_end}"
+        sent_again = user.final("yes", base + 10, may_continue=False, handed_on=True)[-1]
+        post(worker, [TurnEvent(sent_again.kind, 2, user.stream, "yes", base + 10)])  # the second ending re-delivered
         recorder.done.clear()
-        worker.mailbox.post(Event("final", "thanks", base + 12))  # an ASR without speech ends from here on
+        say(worker, "thanks", user, t_speech_end=base + 12)
         assert recorder.done.wait(60)
         turns = [turn for kind, _, turn in recorder.emissions if kind == "done"]
-        assert [(t.utterance, t.user_text) for t in turns] == [("1", "yes"), ("2", "yes"), (None, "thanks")]
-        assert [t.t_speech_end for t in turns] == [base, base + 10, None]  # the re-delivery's stamp went with it
-    finally:
-        worker.stop()
-
-
-def test_a_speech_end_that_arrives_after_its_final_still_counts(tiny_lm):
-    worker, recorder = start_worker(tiny_lm, policy="baseline", max_new_tokens=4)
-    try:
-        t_end = time.time() - 1
-        worker.mailbox.post(Event("final", "what is paris", t_end + 0.4))
-        worker.mailbox.post(Event("speech_end", "3", t_end))  # another topic: may overtake or trail its final
-        assert recorder.done.wait(60)
-        turn = recorder.emissions[-1][2]
-        assert turn.t_speech_end == t_end and turn.utterance == "3"
+        assert [(t.utterance, t.user_text) for t in turns] == [("1", "yes"), ("2", "yes"), ("4", "thanks")]
+        assert [t.t_speech_end for t in turns] == [base, base + 10, base + 12]
+        assert worker.finals_not_taken == 1
     finally:
         worker.stop()
 
@@ -131,9 +136,10 @@ def test_a_speech_end_that_arrives_after_its_final_still_counts(tiny_lm):
 def test_a_burst_of_partials_costs_a_few_verifications(tiny_lm):
     worker, recorder = start_worker(tiny_lm, policy="predgen", verifier="exact", max_new_tokens=4)
     try:
+        user = TurnEventWriter()
         for i in range(1000):
-            worker.mailbox.post(Event("partial", f"count the numbers up to {i}", time.time()))
-        worker.mailbox.post(Event("final", "count the numbers up to 999", time.time()))
+            post(worker, user.words(f"count the numbers up to {i}", time.time()))
+        post(worker, user.final("count the numbers up to 999", time.time(), may_continue=False, handed_on=True))
         assert recorder.done.wait(60)
         turn = recorder.emissions[-1][2]
         assert turn.user_text == "count the numbers up to 999"
@@ -174,31 +180,36 @@ def test_an_error_in_a_turn_is_logged_and_the_next_turn_served(tiny_lm, caplog):
         worker.stop()
 
 
-def test_words_after_an_early_final_cancel_its_end_of_turn(tiny_lm):
-    """The user went on within the endpoint delay: the robot does not answer the cut
-    question when the old end of turn falls due; it answers the whole one."""
+def early_start(tiny_lm):
+    """A worker, not started, with the cut question ended early and the user going on (the
+    ear's `reopened`), all taken in one batch."""
     recorder = Recorder()
-    worker = EngineWorker(
-        Session(tiny_lm, EngineConfig(policy="predgen", max_new_tokens=4), time.time), recorder, endpoint_delay=0.2
-    )
-    now = time.time()
-    worker.mailbox.post(Event("partial", "what is the capital", now))
-    worker.mailbox.post(Event("final", "what is the capital", now))
-    worker.mailbox.post(Event("voice", "resumed", now + 0.05))
-    worker.mailbox.post(Event("partial", "what is the capital of france", now + 0.1))
+    worker = EngineWorker(Session(tiny_lm, EngineConfig(policy="predgen", max_new_tokens=4), time.time), recorder)
+    user, now = TurnEventWriter(), time.time()
+    post(worker, user.words("what is the capital", now - 1.0))
+    post(worker, user.final("what is the capital", now - 0.4, may_continue=True, handed_on=True))
+    post(worker, user.voice("resumed", now - 0.2))
+    return worker, recorder, user
+
+
+def test_words_after_an_early_final_are_answered_as_one_question(tiny_lm):
+    """The user went on after an eager end of turn: the robot does not answer the cut
+    question; it answers the whole one."""
+    worker, recorder, user = early_start(tiny_lm)
+    post(worker, user.words("what is the capital of france", time.time()))
     worker.start()
     try:
 
-        def settled():  # the continuation was taken in, and the cut question's end of turn is past due
+        def settled():  # the continuation was taken in, its words scored, nothing left to do
             heard = ("end_probability", "what is the capital of france") in [(kind, text) for kind, text, _ in recorder.emissions]
-            return heard and time.time() > now + 0.3 and not worker.busy()
+            return heard and not worker.busy()
 
         deadline = time.time() + 60
         while not settled() and time.time() < deadline:
             time.sleep(0.05)
         assert settled()
         assert not [kind for kind, _, _ in recorder.emissions if kind in ("commit", "done")]
-        worker.mailbox.post(Event("final", "what is the capital of france", time.time()))
+        post(worker, user.final("what is the capital of france", time.time(), may_continue=True, handed_on=True))
         assert recorder.done.wait(60)
         assert [user for user, _ in worker.session.history] == ["what is the capital of france"]
     finally:
@@ -206,15 +217,9 @@ def test_words_after_an_early_final_cancel_its_end_of_turn(tiny_lm):
 
 
 def test_no_reply_begins_while_the_user_goes_on_after_an_early_final(tiny_lm):
-    """asr/voice's "resumed" came with the early final: the robot does not answer the cut
-    question; "confirmed" (that voice made no word) lets the answer out."""
-    recorder = Recorder()
-    worker = EngineWorker(Session(tiny_lm, EngineConfig(policy="predgen", max_new_tokens=4), time.time), recorder)
-    now = time.time()
-    worker.mailbox.post(Event("partial", "what is the capital", now - 1.0))
-    worker.mailbox.post(Event("voice", "resumed", now - 0.2))  # asr/voice may overtake asr/final
-    worker.mailbox.post(Event("speech_end", "7", now - 0.4))
-    worker.mailbox.post(Event("final", "what is the capital", now))  # its end of turn is due at once
+    """`reopened` came after the early ending: the robot does not answer the cut question;
+    `confirmed` (that voice made no word) lets the answer out."""
+    worker, recorder, user = early_start(tiny_lm)
     worker.start()
     try:
 
@@ -228,7 +233,7 @@ def test_no_reply_begins_while_the_user_goes_on_after_an_early_final(tiny_lm):
         assert settled()
         assert worker.session.turn.t_commit is None
         assert not [kind for kind, _, _ in recorder.emissions if kind in ("commit", "done")]
-        worker.mailbox.post(Event("voice", "confirmed", now + 0.5))
+        post(worker, user.voice("confirmed", time.time()))
         assert recorder.done.wait(60)
         assert [user for user, _ in worker.session.history] == ["what is the capital"]
     finally:

@@ -223,6 +223,10 @@ class StreamingAsr:
             self._early = (text, t_speech_end, pcm)
         self._unconfirmed = t_speech_end + (self.endpointer.config.continuation_s if by_pause else 0.0)
 
+    def _may_continue(self, by_pause: bool) -> bool:
+        """A final the voice may still continue: a pause ended it and the rule leaves a window."""
+        return by_pause and self.endpointer.config.continuation_s > 0
+
     def _no_words(self, prefix: str) -> None:
         """An utterance closed without a word (noise).  If it continued an early final, that
         final stands after all: "confirmed" (after its "resumed"), so the reply it began may go on."""
@@ -321,7 +325,7 @@ class StreamingAsr:
             self._no_words(self._prefix)
             return []
         self._final_out(text, self._last_voiced, by_pause, pcm)
-        return [AsrEvent(Heard.FINAL, text, self._t, self._last_voiced)]
+        return [AsrEvent(Heard.FINAL, text, self._t, self._last_voiced, self._may_continue(by_pause))]
 
     def _ready_finals(self, timeout: float | None = 0.0) -> list[AsrEvent]:
         """The background recognizer's finals that are ready, in order (waiting up to
@@ -338,7 +342,7 @@ class StreamingAsr:
                 self._no_words(prefix)
                 continue
             self._final_out(text, t_speech_end, by_pause, pcm)
-            events.append(AsrEvent(Heard.FINAL, text, self._t, t_speech_end))
+            events.append(AsrEvent(Heard.FINAL, text, self._t, t_speech_end, self._may_continue(by_pause)))
         return events
 
     def _heard(self, pcm: bytes, text: str, t_speech_end: float) -> None:

@@ -15,6 +15,7 @@ class AsrEvent:
     text: str
     t: float  # stream time of the chunk that produced it (s)
     t_speech_end: float | None = None  # finals: end of the last voiced audio
+    may_continue: bool = False  # finals: a pause ended it early and the user may still go on ("resumed")
 
 
 class Recognizer(Protocol):

@@ -56,6 +56,12 @@ def _add_question_options(parser: argparse.ArgumentParser) -> None:
         help="ROS 2 parameter file whose predgen_node section sets the defaults (e.g. config/predgen.yaml)",
     )
     add_param_options(parser, ENGINE_OPTIONS)
+    parser.add_argument(
+        "--endpoint-delay",
+        type=float,
+        default=0.0,
+        help="the simulated endpoint: the turn ends this long after the user's last word, s (default %(default)g)",
+    )
     parser.add_argument("--max-new-tokens", type=int, default=0, help="reply length; 0 (default) stops after the first sentence")
     parser.add_argument(
         "--conversation",
@@ -143,9 +149,17 @@ def _bench_job(args: argparse.Namespace):
         raise ConfigError(f"--tts-first-words is a number of words, 0 or more; got {args.tts_first_words}")
     params = _bench_params(args)
     config, model_params = engine_config(params)
-    endpoint_delay = float(params.get("endpoint_delay", 0.0))
+    if args.endpoint_delay < 0:
+        raise ConfigError(f"--endpoint-delay is a number of seconds, 0 or more; got {args.endpoint_delay:g}")
     return BenchJob(
-        questions, config, endpoint_delay, model_params, args.conversation, tuple(args.turn), args.max_chars, args.tts_first_words
+        questions,
+        config,
+        args.endpoint_delay,
+        model_params,
+        args.conversation,
+        tuple(args.turn),
+        args.max_chars,
+        args.tts_first_words,
     )
 
 

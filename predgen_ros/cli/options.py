@@ -24,7 +24,6 @@ ENGINE_OPTIONS = {
     "decoder.copy_ban": "--copy-ban",
     "decoder.copy_ban_user": "--copy-ban-user",
     "decoder.copy_ban_opening": "--copy-ban-opening",
-    "endpoint_delay": "--endpoint-delay",
     "generation.max_sentences": "--max-sentences",
 }
 MODEL_OPTIONS = {

@@ -36,7 +36,6 @@ class ModelParams:
 # name -> (default, description); each default is the one its dataclass declares.
 ENGINE_PARAMS: dict[str, tuple[Any, str]] = {
     "policy": (EngineConfig.policy, "baseline | preemptive | predgen"),
-    "endpoint_delay": (0.0, "seconds from the final transcript until the robot may speak (extra endpointing)"),
     "model.path": ("", "a .gguf file or a local Hugging Face model folder; empty = embedded SmolLM2-135M-Instruct"),
     "model.backend": (ModelParams.backend, "auto (llama_cpp on a CPU, transformers on CUDA) | llama_cpp | transformers"),
     "model.weights": (ModelParams.weights, "llama_cpp, embedded model: f16 | q8_0 | q4_1 (as shipped)"),

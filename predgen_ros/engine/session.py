@@ -1,8 +1,8 @@
 """The dialogue session: timed transcript events in, sentences out.
 
 A driver (the benchmark's virtual clock, or the ROS node's worker thread)
-feeds `partial`, `final` and `end_of_turn` events and calls `step()` while
-`has_work()`.  Each step runs at most ONE forward pass, so a newer transcript
+feeds the user's turn events (`hear`, turn_events.py) and `end_of_turn`, and calls
+`step()` while `has_work()`.  Each step runs at most ONE forward pass, so a newer transcript
 interrupts work within one pass.  Steps return emissions, (Emission, text) pairs
 (events.py): a candidate first sentence while the user speaks, the committed
 first sentence at the end of turn, the following sentences, the whole reply, and
@@ -19,10 +19,9 @@ The three policies differ only in what a new transcript does:
               guess cost no pass.
 
 A turn belongs to an utterance, not to a text: the same words said twice are
-two turns.  Which transcript events are news (late copies, re-delivered finals,
-the user going on after an early final, the end of speech and its final) is
-decided ahead of the session by engine/transcript_order.py; that the user went
-on is the ASR's word (asr/voice "resumed").  When the user goes on, the turn listens again and
+two turns.  Which events are news (not sent again, not stale) is decided ahead of
+the session by engine/transcript_order.py; that the user went on after an early
+final is the ear's word (`reopened`).  When the user goes on, the turn listens again and
 its candidate is verified against the longer question like any rewrite; the cut question and
 its reply stay in the history as the user heard them (tts/played cuts the reply, marked).
 
@@ -37,6 +36,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from ..turn_events import ENDINGS, TurnEvent, TurnKind
 from ..turn_taking import CUT_OFF_MARK
 from .anticipate import Anticipation, Guess, ends_sentence
 from .config import DECODERS, POLICIES, VERIFIERS, ConfigError, EngineConfig  # noqa: F401 (a session is made from these)
@@ -73,18 +73,24 @@ class Session(SessionOutput):
         return self._history.turns
 
     # ---------------------------------------------------------------- events
-    def partial(self, text: str, t: float) -> bool:
-        """The full current hypothesis of the utterance (may rewrite or shrink).
-        False when it was ignored (empty, or a late copy of the finalized utterance)."""
-        text = " ".join(text.split())
-        arrival = self._order.partial(text, t)
+    def hear(self, event: TurnEvent, t: float) -> bool:
+        """One of the user's turn events (turn_events.py), arriving at `t`.  False when it
+        was not news (a copy, stale, or no words)."""
+        arrival = self._order.take(event)
         if arrival in (Arrival.EMPTY, Arrival.COPY):
             return False
+        if event.kind is TurnKind.TEXT:
+            self._words(" ".join(event.text.split()), t, arrival)
+        elif event.kind in ENDINGS:
+            self._final(" ".join(event.text.split()), t, str(event.utterance), event.stamp, arrival)
+        return True
+
+    def _words(self, text: str, t: float, arrival: Arrival) -> None:
+        """The full current hypothesis of the utterance (may rewrite or shrink)."""
         if arrival is Arrival.CONTINUES:
             self._reopen_turn()
         elif self.turn.t_end_of_turn is not None:
             self._finish_turn()  # the user speaks again: a new turn begins
-            self._order.new_turn()
         if self.turn.t_first_partial is None:
             self.turn.t_first_partial = t
         self._latest = text
@@ -93,7 +99,6 @@ class Session(SessionOutput):
             self._anticipate(text)  # guess the sentence's end, until the final
         elif self.config.policy != "baseline":
             self._set_target(text)
-        return True
 
     def _anticipate(self, heard: str) -> None:
         """Target the anticipated question: keep it while the words follow it, take a
@@ -128,49 +133,29 @@ class Session(SessionOutput):
         self.turn.t_first_partial = t_first_partial
         self._prompt, self._synced_prompt = prompt, synced
 
-    def final(self, text: str, t: float, utterance: str | None = None, t_speech_end: float | None = None) -> bool:
-        """The final transcript of an utterance (`utterance`: the ASR's number for it,
-        `t_speech_end`: the end of its voiced audio, if known; without them, an end of
-        speech delivered before supplies them).  An empty final stands for the last
-        partial, if no final covered it yet.  False when it was ignored (nothing heard,
-        or a re-delivered final)."""
-        text = " ".join(text.split()) or (self._latest if self._order.last_partial_unfinalized else "")
-        arrival = self._order.final(text, t, utterance, t_speech_end)
+    def _final(self, text: str, t: float, utterance: str | None, t_speech_end: float | None, arrival: Arrival) -> None:
+        """The utterance's final words (`utterance`: its number, `t_speech_end`: the end of
+        its voiced audio, when known)."""
         if arrival is Arrival.CONTINUES:
             self._reopen_turn()  # the words that went on after an early final, with no partial before them
-        elif arrival is not Arrival.NEWS:
-            return False
         elif self.turn.t_end_of_turn is not None:
             self._finish_turn()
         self._latest = text
         self.turn.user_text = text
         self.turn.t_final = t
-        self.turn.utterance = self._order.utterance
-        self.turn.t_speech_end = self._order.t_speech_end
+        self.turn.utterance = utterance
+        self.turn.t_speech_end = t_speech_end
         self._ahead.guess, self._ahead.anticipated = None, ""  # the words are known now
         self._end_scores.heard(None)  # the end of turn is decided: no more estimates of it
         if self.config.policy != "baseline":
             self._set_target(text)
-        return True
-
-    def voice(self, kind: str, stamp: float | None = None) -> None:
-        """The user's voice (asr/voice, `stamp` its header's): "resumed" means the words
-        that follow continue the utterance just finalized."""
-        self._order.voice(kind, stamp)
-
-    def speech_end(self, utterance: str | None, stamp: float) -> None:
-        """The end of the user's voiced audio (`asr/speech_end`): it pairs with its
-        final, which may come before or after it."""
-        if self._order.speech_end(utterance, stamp):
-            self.turn.t_speech_end = stamp
-            self.turn.utterance = self._order.utterance
 
     def end_of_turn(self, t: float) -> None:
         """The robot may speak from now on."""
         if not self._latest or self.turn.t_end_of_turn is not None:
             return
         if self.turn.t_final is None:
-            self.final(self._latest, t)
+            self._final(self._latest, t, None, None, Arrival.NEWS)
         self.turn.t_end_of_turn = t
         self._set_target(self.turn.user_text)
 
@@ -195,13 +180,11 @@ class Session(SessionOutput):
         self._history.clear()
         for user_text, reply in history:
             self._history.add(user_text, reply)
-        self._order.new_turn()
         self._start_turn()
 
     def abandon_turn(self) -> None:
         """Drop the current turn after an error: the history stays, the cache is rebuilt."""
         self.state = KVState(self.lm)
-        self._order.new_turn()
         self._start_turn()
 
     # ------------------------------------------------------------------ work

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from ..events import Emission, Heard
 from ..os_threads import name_thread
+from ..turn_events import ENDINGS, TurnEvent, TurnKind
 from .session import Session
 from .turn import TurnStats
 
@@ -24,19 +25,24 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Event:
-    kind: Heard  # PARTIAL, FINAL, VOICE, SPEECH_END, PLAYED or RESET
-    text: str = ""  # speech_end: the utterance number ("" when the ASR gives none); voice: its kind
-    t: float = 0.0  # speech_end: the end of the user's voiced audio; voice: its stamp
+    kind: Heard  # TURN, PLAYED or RESET
+    turn: TurnEvent | None = None  # TURN: the user's turn event
+    text: str = ""  # PLAYED: what the user heard of the reply they cut off
+    t: float = 0.0  # TURN: when it arrived
 
     def __post_init__(self):
         object.__setattr__(self, "kind", Heard(self.kind))  # a word of the vocabulary, or ValueError
 
+    @property
+    def words(self) -> bool:
+        """A hypothesis of an utterance's words, which the next one supersedes."""
+        return self.turn is not None and self.turn.kind is TurnKind.TEXT
+
 
 class Mailbox:
-    """Pending events, oldest first.  A partial replaces a partial posted right
-    before it; finals, speech ends and resets are always kept, in order.  Past
-    `capacity` events the oldest partials are dropped (and counted): a newer
-    hypothesis or the final supersedes them."""
+    """Pending events, oldest first.  The words of an utterance replace its words posted
+    right before them; every other event is kept, in order.  Past `capacity` events the
+    oldest words are dropped (and counted): newer words or the final supersede them."""
 
     def __init__(self, capacity: int = 64):
         self.capacity = capacity
@@ -48,7 +54,7 @@ class Mailbox:
 
     def post(self, event: Event) -> None:
         with self._ready:
-            if event.kind is Heard.PARTIAL and self._events and self._events[-1].kind is Heard.PARTIAL:
+            if event.words and self._events and self._events[-1].words and _same_utterance(event, self._events[-1]):
                 self._events[-1] = event
                 self.replaced += 1
             else:
@@ -59,7 +65,7 @@ class Mailbox:
 
     def _drop_oldest_partial(self) -> None:
         """The newest event is never dropped: it may be the only word of a new utterance."""
-        oldest = next((i for i, e in enumerate(self._events[:-1]) if e.kind is Heard.PARTIAL), None)
+        oldest = next((i for i, e in enumerate(self._events[:-1]) if e.words), None)
         if oldest is not None:
             del self._events[oldest]
             self.dropped += 1
@@ -86,6 +92,10 @@ class Mailbox:
         return self._closed
 
 
+def _same_utterance(a: Event, b: Event) -> bool:
+    return (a.turn.stream, a.turn.utterance) == (b.turn.stream, b.turn.utterance)
+
+
 # The Session's emissions, plus INTERRUPTED when a turn with a spoken reply ends before it is done.
 Emit = Callable[[Emission, str, TurnStats], None]
 
@@ -93,15 +103,13 @@ Emit = Callable[[Emission, str, TurnStats], None]
 class EngineWorker:
     """The thread that owns the Session: deliver events, then one step, repeat."""
 
-    def __init__(self, session: Session, emit: Emit, endpoint_delay: float = 0.0, clock: Callable[[], float] = time.time):
+    def __init__(self, session: Session, emit: Emit, clock: Callable[[], float] = time.time):
         self.session = session
         self.emit = emit
-        self.endpoint_delay = endpoint_delay
         self.clock = clock
         self.mailbox = Mailbox()
         self.errors = 0
         self.finals_not_taken = 0
-        self._end_of_turn_at: float | None = None
         self._busy = False
         self._thread = threading.Thread(target=self._run, name="predgen-engine", daemon=True)
 
@@ -123,47 +131,33 @@ class EngineWorker:
     def _run(self) -> None:
         name_thread()  # llama.cpp's passes run on it: the CPU budget reads it by name
         while not self.mailbox.closed:
-            for event in self.mailbox.take(self._wait_time()):
+            for event in self.mailbox.take(0.0 if self.session.has_work() else None):
                 self._guarded(self._deliver, event)
-            if self._end_of_turn_at is not None and self.clock() >= self._end_of_turn_at:
-                self._end_of_turn_at = None
-                self._guarded(lambda: self.session.end_of_turn(self.clock()))
             if self.session.has_work():
                 self._guarded(self._step)
-            self._busy = self.session.has_work() or self._end_of_turn_at is not None
-
-    def _wait_time(self) -> float | None:
-        if self.session.has_work():
-            return 0.0
-        if self._end_of_turn_at is not None:
-            return max(0.0, self._end_of_turn_at - self.clock())
-        return None
+            self._busy = self.session.has_work()
 
     def _deliver(self, event: Event) -> None:
         before = self.session.turn
-        if event.kind is Heard.PARTIAL:
-            self.session.partial(event.text, event.t)
-            if self.session.turn.t_final is None:
-                self._end_of_turn_at = None  # the user went on after an early final
-        elif event.kind is Heard.FINAL:
-            self._deliver_final(event)
-        elif event.kind is Heard.VOICE:
-            self.session.voice(event.text, event.t)
-        elif event.kind is Heard.SPEECH_END:
-            self.session.speech_end(event.text or None, event.t)
+        if event.kind is Heard.TURN:
+            self._deliver_turn(event)
         elif event.kind is Heard.PLAYED:
             self.session.reply_heard(event.text)
         elif event.kind is Heard.RESET:
             self.session.reset()
-            self._end_of_turn_at = None
         if self.session.turn is not before and before.t_commit is not None and not before.reply:
             self.emit(Emission.INTERRUPTED, "", before)
 
-    def _deliver_final(self, event: Event) -> None:
-        if self.session.final(event.text, event.t):
-            self._end_of_turn_at = event.t + self.endpoint_delay
+    def _deliver_turn(self, event: Event) -> None:
+        """An ending is the end of the turn: the robot may answer at once (after an early
+        one too: it is withdrawn if the ear says `reopened`)."""
+        taken = self.session.hear(event.turn, event.t)
+        if event.turn.kind not in ENDINGS:
+            return
+        if taken:
+            self.session.end_of_turn(self.clock())
         else:
-            self.finals_not_taken += 1  # a re-delivery of the utterance already finalized, or empty
+            self.finals_not_taken += 1  # sent again, or stale
 
     def _step(self) -> None:
         turn = self.session.turn
@@ -186,4 +180,3 @@ class EngineWorker:
             if turn.t_commit is not None and not turn.reply:
                 self.emit(Emission.INTERRUPTED, "", turn)
             self.session.abandon_turn()
-            self._end_of_turn_at = None

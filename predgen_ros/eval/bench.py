@@ -21,15 +21,13 @@ from ..engine.session import Session
 from ..engine.turn import TurnStats
 from ..events import Emission, Heard
 from .clock import VirtualClock
-from .questions import Question, TimedEvent, speak
+from .questions import Question, TimedEvent, speak, whole_turn
 from .records import TurnRecord, mark_matches
 
 
 def deliver(session: Session, event: TimedEvent) -> None:
-    if event.kind is Heard.PARTIAL:
-        session.partial(event.text, event.t)
-    elif event.kind is Heard.FINAL:
-        session.final(event.text, event.t)
+    if event.kind is Heard.TURN:
+        session.hear(event.turn, event.t)
     else:
         session.end_of_turn(event.t)
 
@@ -129,8 +127,7 @@ def context_history(lm: LanguageModel, config: EngineConfig, context: tuple[str,
     decoding, untimed), so that every policy hears the follow-up after the same history."""
     session = Session(lm, replace(config, policy="baseline"), VirtualClock())
     for text in context:
-        session.final(text, 0.0)
-        session.end_of_turn(0.0)
+        whole_turn(session, text)
         while session.has_work():
             session.step()
     return list(session.history)

@@ -30,14 +30,14 @@ def reference_first_sentences(lm, config, texts: dict[str, str], keep_history: b
     `keep_history`: one conversation (else each text alone)."""
     from ..engine.session import Session
     from .clock import VirtualClock
+    from .questions import whole_turn
 
     session = Session(lm, replace(config, policy="baseline"), VirtualClock())
     sentences = {}
     for qid, text in texts.items():
         if not keep_history:
             session.reset([])
-        session.final(text, 0.0)
-        session.end_of_turn(0.0)
+        whole_turn(session, text)
         while session.has_work():
             session.step()
         sentences[qid] = session.turn.first_sentence
@@ -51,6 +51,7 @@ def in_context_first_sentences(lm, config, records: list, texts: dict[str, str],
     had at that question (its earlier finals and replies), for every run of a conversation."""
     from ..engine.session import Session
     from .clock import VirtualClock
+    from .questions import whole_turn
 
     session = Session(lm, replace(config, policy="baseline"), VirtualClock())
     sentences = {}
@@ -59,8 +60,7 @@ def in_context_first_sentences(lm, config, records: list, texts: dict[str, str],
         for r in (r for r in records if r.policy == run):
             if r.qid in texts:
                 session.reset(history)
-                session.final(texts[r.qid], 0.0)
-                session.end_of_turn(0.0)
+                whole_turn(session, texts[r.qid])
                 while session.has_work():
                     session.step()
                 sentences[(run, r.qid)] = session.turn.first_sentence

@@ -91,6 +91,7 @@ class LivePlayer(Player):
     """Plays the bag's audio to asr_node and records its finals beside the graph's answers."""
 
     replayed = ("audio/user",)
+    sent = {"audio/user": USER_TOPICS["audio/user"]}
     recorded_topics = {
         **GRAPH_TOPICS,
         "asr/partial": USER_TOPICS["asr/partial"],  # with turn/end_probability: the path from the voice's end to the final
@@ -101,6 +102,11 @@ class LivePlayer(Player):
         "tts/interruption": "std_msgs/msg/Header",  # where the robot's voice paused, went on or stopped
         "/diagnostics": "diagnostic_msgs/msg/DiagnosticArray",  # the recognizer's lag, the LLM's and the TTS's work
     }
+
+    def _send(self, message: BagMessage, shift_ns: int) -> None:
+        from rclpy.serialization import deserialize_message
+
+        self.publishers["audio/user"].publish(deserialize_message(message.raw, self.types[message.msgtype]))
 
     def _speech_ends(self) -> list[int]:
         return [msg.stamp.sec * 1_000_000_000 + msg.stamp.nanosec for topic, _, msg in self.recorded if topic == "asr/speech_end"]

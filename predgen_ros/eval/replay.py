@@ -24,9 +24,9 @@ from ..audio.recognizers import DEFAULT_RECOGNIZER
 from ..engine.metrics import first_audio_missing, measures_from_report
 from ..nodes.bringup import Graph, GraphError
 from ..nodes.probe import GraphProbe
+from .bag_turns import BagTurns
 from .bags import (
     GRAPH_TOPICS,
-    USER_TOPICS,
     BagError,
     BagMessage,
     QuestionMarker,
@@ -69,9 +69,11 @@ def load_replay(bag: Path, limit: int | None = None) -> tuple[list[BagMessage], 
 
 
 class Player(GraphProbe):
-    """The probe, publishing the bag's ASR messages on time and recording the graph's answers."""
+    """The probe, replaying the bag's ASR messages on time as the turn owner's events
+    (eval/bag_turns.py) and recording the graph's answers."""
 
-    replayed = REPLAYED
+    replayed = REPLAYED  # read from the bag
+    sent = {"turn/events": "std_msgs/msg/String"}  # published to the graph
     recorded_topics = GRAPH_TOPICS
 
     def __init__(self):
@@ -91,7 +93,8 @@ class Player(GraphProbe):
             "diagnostic_msgs/msg/KeyValue": KeyValue,
         }
         self.types = types
-        self.publishers = {t: self.node.create_publisher(types[USER_TOPICS[t]], t, TEXT_QOS) for t in self.replayed}
+        self.publishers = {t: self.node.create_publisher(types[msgtype], t, TEXT_QOS) for t, msgtype in self.sent.items()}
+        self._turns: BagTurns | None = None
         self.reset = self.node.create_client(Trigger, "/predgen_node/reset")
         self.reset_request = Trigger.Request()
         self.recorded: list[tuple[str, int, object]] = []
@@ -112,7 +115,7 @@ class Player(GraphProbe):
             lambda: (
                 all(p.get_subscription_count() > 0 for p in self.publishers.values())
                 and all(r.get_publisher_count() > 0 for r in self.recorders)
-                and self.node.count_subscribers("asr/final") > 0
+                and self.node.count_subscribers("turn/events") > 0
                 and self.reset.service_is_ready()
             ),
             timeout,
@@ -136,6 +139,7 @@ class Player(GraphProbe):
         bag_zero = min(markers[0].t_start_ns, *(m.t_ns for group in questions for m in group[:1]))
         zero = time.time_ns() + 500_000_000
         outcomes = []
+        self._turns = BagTurns(voiced=any(m.topic == "asr/voice" for group in questions for m in group))
         for marker, messages in zip(markers, questions):
             zero += max(0, time.time_ns() - (zero + marker.t_start_ns - bag_zero))  # the wait shifts the rest
             if reset_each:
@@ -144,9 +148,7 @@ class Player(GraphProbe):
             self._last_final_ns = None
             for message in messages:
                 self._wait_until(zero + (message.t_ns - bag_zero), graph)
-                if message.topic == "asr/final":
-                    self._last_final_ns = time.time_ns()  # before publishing: the receiver may stamp it before publish() returns
-                self.publishers[message.topic].publish(self._on_replay_clock(message, zero - bag_zero))
+                self._send(message, zero - bag_zero)
             final_ns = self._final_of(marker, zero - bag_zero, graph, reply_timeout_s)
             outcomes.append((zero - bag_zero, self._wait_for_reply(final_ns, graph, reply_timeout_s)))
             if progress:
@@ -157,16 +159,27 @@ class Player(GraphProbe):
         """When the question's last final went out (ns), or None: here, the last one replayed."""
         return self._last_final_ns
 
-    def _on_replay_clock(self, message: BagMessage, shift_ns: int):
-        """The bag's message; an end-of-speech stamp moved to the replay's clock."""
+    def _send(self, message: BagMessage, shift_ns: int) -> None:
+        """The bag's message as turn events on turn/events, its stamps on the replay's clock."""
         from rclpy.serialization import deserialize_message
 
-        from ..nodes.common import stamp
+        from ..nodes.common import seconds
+        from ..nodes.messages import turn_event, voice_kind
 
         msg = deserialize_message(message.raw, self.types[message.msgtype])
-        if message.topic == "asr/speech_end":
-            msg.stamp = stamp((msg.stamp.sec * 1_000_000_000 + msg.stamp.nanosec + shift_ns) / 1e9)
-        return msg
+        now, turns = time.time(), self._turns
+        if message.topic == "asr/partial":
+            events = turns.partial(msg.data, now)
+        elif message.topic == "asr/final":
+            events = turns.final(msg.data, now)
+            self._last_final_ns = time.time_ns()  # before publishing: the receiver may stamp it before publish() returns
+        elif message.topic == "asr/voice":
+            events = turns.voice(voice_kind(msg), seconds(msg.stamp) + shift_ns / 1e9)
+        else:  # asr/speech_end: the final after it carries it
+            turns.speech_end(seconds(msg.stamp) + shift_ns / 1e9)
+            events = []
+        for event in events:
+            self.publishers["turn/events"].publish(turn_event(event))
 
     def _reset_history(self, graph: Graph) -> None:
         future = self.reset.call_async(self.reset_request)

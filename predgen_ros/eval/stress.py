@@ -130,37 +130,34 @@ class Monitor(GraphProbe):
 
         super().__init__("predgen_stress_monitor")
         self.responses: list[str] = []
-        self._speaking = None  # asr/partial, asr/final, asr/speech_end: made when the faults need them
+        self._speaking = None  # turn/events: made when the faults need it
         self.node.create_subscription(String, "predgen/response", lambda m: self.responses.append(m.data), TEXT_QOS)
         self.robot_speaking = False
         self.node.create_subscription(Bool, "robot_speaking", lambda m: setattr(self, "robot_speaking", m.data), TEXT_QOS)
 
     def say(self, text: str, stop_after_words: int | None = None) -> None:
-        """Word-by-word partials (50 ms apart), then the end of speech and the final."""
+        """Word-by-word turn events (50 ms apart), then the ending: a user of its own
+        stream, beside asr_node's."""
         from std_msgs.msg import String
 
-        from ..nodes.common import stamp
-        from ..nodes.messages import speech_end
+        from ..nodes.common import TEXT_QOS
+        from ..nodes.messages import turn_event
+        from ..turn_events import TurnEventWriter
 
-        if self._speaking is None:  # not earlier: asr_node counts the writers of its topics before it speaks
-            from std_msgs.msg import Header
-
-            from ..nodes.common import TEXT_QOS
-
-            made = [(String, "asr/partial"), (String, "asr/final"), (Header, "asr/speech_end")]
-            self._speaking = [self.node.create_publisher(kind, topic, TEXT_QOS) for kind, topic in made]
-        partial_pub, final_pub, speech_end_pub = self._speaking
-        # as asr_node does: speak once predgen_node's readers have matched every writer (ours among them)
-        writers = lambda: min(self.node.count_publishers(pub.topic_name) for pub in self._speaking)  # noqa: E731
-        self.wait_for(lambda: int(self.value("predgen_node", "asr_writers_matched", "0")) >= writers(), 30.0)
-        words = text.split()
+        if self._speaking is None:  # not earlier: asr_node counts the writers of turn/events before it speaks
+            self._speaking = self.node.create_publisher(String, "turn/events", TEXT_QOS)
+        # as asr_node does: speak once predgen_node's reader has matched every writer (ours among them)
+        writers = lambda: self.node.count_publishers("turn/events")  # noqa: E731
+        self.wait_for(lambda: int(self.value("predgen_node", "turn_writers_matched", "0")) >= writers(), 30.0)
+        user, words = TurnEventWriter(), text.split()
         for n in range(1, len(words) + 1):
-            partial_pub.publish(String(data=" ".join(words[:n])))
+            for event in user.words(" ".join(words[:n]), time.time()):
+                self._speaking.publish(turn_event(event))
             self.spin_for(0.05)
             if stop_after_words == n:
                 return
-        speech_end_pub.publish(speech_end(stamp(time.time())))
-        final_pub.publish(String(data=text))
+        for event in user.final(text, time.time(), may_continue=False, handed_on=True):
+            self._speaking.publish(turn_event(event))
 
     def answered(self, text: str, timeout: float) -> bool:
         """Say `text` once the robot is silent (a short word over it is no turn: turn_taking.py);

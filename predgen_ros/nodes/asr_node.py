@@ -1,14 +1,11 @@
-"""asr_node: the user's speech as `asr/partial` hypotheses and `asr/final` transcripts.
+"""asr_node: the user's turns as one ordered stream, `turn/events` (turn_events.py).
 
-It hosts the ear (audio/ear.py: echo canceller, voice detector, recognizer, endpoint
-rule) over its audio source (the microphone, the `audio/user` topic or a WAV file), or
-the `text` backend's simulated user (text_user.py).  Before each final it publishes
-`asr/speech_end`, stamped with the end of the user's voiced audio, so latency is
-measured from when the user stopped talking; `asr/voice` carries the voice's changes.
-
-It also hosts the turn owner (turn_taking.py, `turn.*`): speech over the robot reaches
-asr/partial and asr/final only once it is a turn, and what the robot's voice does
-meanwhile (pause, resume, stop) goes out on `turn/decision` for tts_node.
+It hosts the ear (audio/ear.py) over its audio source (microphone, `audio/user` or a WAV
+file), or the `text` backend's simulated user (text_user.py), and the turn owner
+(turn_taking.py, `turn.*`): speech over the robot is handed on only once it is a turn, and
+what the robot's voice does meanwhile goes out on `turn/decision` for tts_node.  What is
+handed on is numbered into turn/events; for recordings the same words also go out on
+`asr/partial`, `asr/speech_end` and `asr/final`, and every change of the voice on `asr/voice`.
 
 A lifecycle node: configure opens the recognizer and the source (a bad parameter stays
 unconfigured with its reason), activate starts hearing, deactivate stops publishing,
@@ -30,6 +27,7 @@ from ..audio.heard_audio import CancellerInputs, HeardAudio
 from ..audio.pcm import SAMPLE_RATE, AsrError, to_pcm16k
 from ..audio.text_asr import QuestionError, load_questions
 from ..os_threads import name_thread
+from ..turn_events import TurnEvent, TurnEventWriter
 from ..turn_taking import TurnOwner, Voice, turn_owner, words
 from .asr_params import ASR_PARAMS, ear_settings
 from .asr_state import AsrState
@@ -37,7 +35,7 @@ from .audio_input import AudioInput, open_audio_input
 from .common import AUDIO_QOS, TEXT_QOS, WARN, ManagedNode, StartupError, run_node, stamp
 from .hearing_loop import HearingLoop
 from .listeners import wait_for_predgen
-from .messages import audio_rate, played_at, speech_end, turn_decision, voice_event
+from .messages import audio_rate, played_at, speech_end, turn_decision, turn_event, voice_event
 from .peer_watch import PeerWatch
 from .text_user import SimulatedTextUser
 from .waiting import Waits
@@ -51,6 +49,8 @@ class AsrNode(ManagedNode):
         self.speech_end_pub = self.create_publisher(Header, "asr/speech_end", TEXT_QOS)
         self.voice_pub = self.create_publisher(Header, "asr/voice", TEXT_QOS)  # the voice's start/end: turn_taking.py
         self.decision_pub = self.create_publisher(Header, "turn/decision", TEXT_QOS)  # what tts_node's voice does
+        self.turn_pub = self.create_publisher(String, "turn/events", TEXT_QOS)  # the user's turns, in order
+        self.turn_events = TurnEventWriter()
         self.turns: TurnOwner | None = None
         self._due = None  # timer: a pause that lasted turn.resume_s resumes
         self.ear: Ear | None = None  # the hearing chain (audio/ear.py), audio backends
@@ -198,15 +198,18 @@ class AsrNode(ManagedNode):
         if ruling.hand_on:
             self.partials += 1
             self.partial_pub.publish(String(data=text))
+            self._publish_turn(self.turn_events.words(text, time.time()))
 
-    def publish_final(self, text: str, t_speech_end: float) -> None:
-        """The utterance's end of speech and final, when the turn owner says it is a turn."""
+    def publish_final(self, text: str, t_speech_end: float, may_continue: bool = False) -> None:
+        """The utterance's end of speech and final, when the turn owner says it is a turn
+        (`may_continue`: an early end of turn, the user may still go on)."""
         text = " ".join(text.split()) or self._last_partial
         self._last_partial = ""
         if not text:
             return
         ruling = self.turns.final(text)
         self._decide(ruling.voice, text)
+        self._publish_turn(self.turn_events.final(text, t_speech_end, may_continue, ruling.hand_on))
         if not ruling.hand_on:
             why = "has no word" if not words(text) else "was said over the robot (turn.min_words, turn.backchannels)"
             self.get_logger().info(f"{text!r} {why}: no turn")
@@ -245,6 +248,11 @@ class AsrNode(ManagedNode):
         """A change of the user's voice at wall time `t`, and the turn owner's word on it."""
         self.voice_pub.publish(voice_event(stamp(t), what))
         self._decide(self.turns.voice(what, t).voice, cause=f"voice {what}")
+        self._publish_turn(self.turn_events.voice(what, t))
+
+    def _publish_turn(self, events: list[TurnEvent]) -> None:
+        for event in events:
+            self.turn_pub.publish(turn_event(event))
 
     def mutes(self) -> bool:
         """Whether the robot's voice deafens the node (asked, and no echo canceller can work)."""
@@ -253,7 +261,7 @@ class AsrNode(ManagedNode):
     def wait_for_listeners(self, need_tts: bool) -> None:
         """Start only once predgen_node listens (and tts_node, when a reply is awaited)."""
         self.state = AsrState.WAITING_FOR_PREDGEN
-        wait_for_predgen(self, self.waits, (self.partial_pub, self.speech_end_pub, self.final_pub), self.predgen)
+        wait_for_predgen(self, self.waits, (self.turn_pub,), self.predgen)
         if need_tts:
             self.state = AsrState.WAITING_FOR_TTS
             hears_tts = self._listening[0]  # robot_speaking: matched, so no reply's end is missed

@@ -64,4 +64,4 @@ class HearingLoop:
             elif item.kind is Heard.PARTIAL:
                 self.node.publish_partial(item.text)
             else:
-                self.node.publish_final(item.text, t0 + item.t_speech_end)
+                self.node.publish_final(item.text, t0 + item.t_speech_end, item.may_continue)

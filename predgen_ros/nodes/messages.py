@@ -17,6 +17,8 @@ audio/user, tts/audio std_msgs/Int16MultiArray  mono int16 samples; layout.dim[0
 tts/reference        std_msgs/Int16MultiArray  what the loudspeaker plays, as tts/audio, and layout.dim[1].label
                                           "played_at_ns:<n>": when its first sample starts to play (echo.py)
 turn/end_probability diagnostic_msgs/KeyValue   key: the partial; value: P(the user is done after it)
+turn/events          std_msgs/String      the user's turns in order, one JSON TurnEvent each (turn_events.py: opened,
+                                          text, ended, ended_early, reopened, confirmed, with the utterance's number)
 predgen/candidate    std_msgs/String      a speculative first sentence, to synthesize ahead and not to play; ending in
                                           "…": its beginning while it is still being decoded (its opening is worth
                                           synthesizing once the words after it make it certain)
@@ -31,17 +33,14 @@ from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import KeyValue
 from std_msgs.msg import Header, Int16MultiArray, MultiArrayDimension, String
 
+from ..turn_events import TurnEvent, decode, encode
+
 _RATE_LABEL = re.compile(r"mono_(\d+)hz")
 
 
 def speech_end(stamp: Time, utterance: int | None = None) -> Header:
-    """asr/speech_end; an utterance number lets predgen_node tell a repeated final from a new one."""
+    """asr/speech_end, with the number of the final it comes before (for recordings)."""
     return Header(stamp=stamp, frame_id="" if utterance is None else str(utterance))
-
-
-def utterance_of(msg: Header) -> str | None:
-    """The utterance number of an asr/speech_end, None when the sender gave none."""
-    return msg.frame_id.strip() or None
 
 
 _CACHED = "cached:"
@@ -77,6 +76,15 @@ def decision_of(msg: Header) -> tuple[str, str]:
 def sentence_of(msg: Header) -> str:
     """The sentence a tts/first_audio reports."""
     return msg.frame_id.removeprefix(_CACHED)
+
+
+def turn_event(event: TurnEvent) -> String:
+    return String(data=encode(event))
+
+
+def turn_event_of(msg: String) -> TurnEvent:
+    """A turn/events message's event; TurnEventError (one line) when it breaks the schema."""
+    return decode(msg.data)
 
 
 def audio_chunk(samples: np.ndarray, sample_rate: int) -> Int16MultiArray:

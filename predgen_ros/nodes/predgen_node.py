@@ -1,4 +1,9 @@
-"""predgen_node: speculative replies from `asr/partial`, committed at `asr/final`.
+"""predgen_node: speculative replies from the user's words so far, committed when the turn ends.
+
+It hears the user on `turn/events` (turn_events.py): one ordered stream of the user's
+turns from asr_node's turn owner: words so far, the ending (at a short pause, an eager
+one), and, after an eager ending, `reopened` (the user went on: the reply is held, and
+withdrawn at their first new word) or `confirmed`.
 
 Subscription callbacks only post to the engine worker's mailbox; the worker
 thread runs the model and publishes what each step emits.  One latency report
@@ -32,6 +37,7 @@ from ..engine.session import Session
 from ..engine.turn import TurnStats
 from ..engine.worker import EngineWorker, Event
 from ..events import Emission, Heard
+from ..turn_events import TurnEventError
 from .common import (
     ERROR,
     OK,
@@ -45,7 +51,7 @@ from .common import (
     stamp,
     status,
 )
-from .messages import candidate, end_probability, first_audio_cached, sentence_of, utterance_of, voice_kind
+from .messages import candidate, end_probability, first_audio_cached, sentence_of, turn_event_of
 
 # The key-values of each predgen/latency status (docs/guide.md#topics-services-qos).
 REPORT_KEYS = (
@@ -103,7 +109,7 @@ class PredgenNode(ManagedNode):
         self.session: Session | None = None
         self.worker: EngineWorker | None = None
         self._listening = []
-        self._hearing_asr = []  # asr/partial, asr/speech_end, asr/final
+        self._hearing = None  # turn/events
         self.turns = 0
         self.ignored = 0
         self._pending: list[PendingReport] = []
@@ -129,20 +135,12 @@ class PredgenNode(ManagedNode):
         self.session = Session(self.lm, config, time.time)
 
     def activate(self) -> None:
-        self.worker = EngineWorker(self.session, self._on_emission, float(self.p["endpoint_delay"]))
+        self.worker = EngineWorker(self.session, self._on_emission)
         self.worker.start()
-        # Subscriptions last: asr_node starts talking once they exist.  The executor takes
-        # ready messages in the order their subscriptions were made: asr/voice's "resumed"
-        # comes before the words it announces, asr/speech_end before asr/final, so the
-        # final knows its utterance number.
-        self._hearing_asr = [
-            self.create_subscription(Header, "asr/voice", self._on_voice, TEXT_QOS),
-            self.create_subscription(String, "asr/partial", self._on_partial, TEXT_QOS),
-            self.create_subscription(Header, "asr/speech_end", self._on_speech_end, TEXT_QOS),
-            self.create_subscription(String, "asr/final", self._on_final, TEXT_QOS),
-        ]
+        # Subscriptions last: asr_node starts talking once it hears this one.
+        self._hearing = self.create_subscription(String, "turn/events", self._on_turn_event, TEXT_QOS)
         self._listening = [
-            *self._hearing_asr,
+            self._hearing,
             self.create_subscription(Header, "tts/first_audio", self._on_first_audio, TEXT_QOS),
             self.create_subscription(String, "tts/played", self._on_played, TEXT_QOS),
         ]
@@ -155,7 +153,7 @@ class PredgenNode(ManagedNode):
         """Stop hearing the user and stop the worker; the model stays loaded."""
         for subscription in self._listening:
             self.destroy_subscription(subscription)
-        self._listening = self._hearing_asr = []
+        self._listening, self._hearing = [], None
         self.worker.stop()
         self.worker = None
 
@@ -163,27 +161,16 @@ class PredgenNode(ManagedNode):
         self.session = self.lm = None
 
     # ------------------------------------------------------------ callbacks
-    def _on_partial(self, msg: String) -> None:
-        if not msg.data.strip():
-            self._ignore("empty asr/partial")
+    def _on_turn_event(self, msg: String) -> None:
+        try:
+            event = turn_event_of(msg)
+        except TurnEventError as err:
+            self._ignore(f"turn/events message: {err}")
             return
-        self.worker.mailbox.post(Event(Heard.PARTIAL, msg.data, time.time()))
-
-    def _on_final(self, msg: String) -> None:
-        if not msg.data.strip():  # the session falls back to the last partial, if there was one
-            self._ignore("empty asr/final (the last partial, if any, stands as the final)")
-        self.worker.mailbox.post(Event(Heard.FINAL, msg.data, time.time()))
-
-    def _on_voice(self, msg: Header) -> None:
-        kind = voice_kind(msg)
-        if kind in ("start", "resumed", "confirmed"):  # a turn begins, goes on or stands; the voice's gaps are the turn owner's
-            self.worker.mailbox.post(Event(Heard.VOICE, kind, seconds(msg.stamp)))
-
-    def _on_speech_end(self, msg: Header) -> None:
-        self.worker.mailbox.post(Event(Heard.SPEECH_END, utterance_of(msg) or "", seconds(msg.stamp)))
+        self.worker.mailbox.post(Event(Heard.TURN, event, t=time.time()))
 
     def _on_played(self, msg: String) -> None:
-        self.worker.mailbox.post(Event(Heard.PLAYED, msg.data))
+        self.worker.mailbox.post(Event(Heard.PLAYED, text=msg.data))
 
     def _on_reset(self, request, response):
         if self.worker is not None:
@@ -253,7 +240,7 @@ class PredgenNode(ManagedNode):
 
     def _publish_report(self, report: PendingReport) -> None:
         turn = report.turn
-        t_end = turn.t_speech_end if turn.t_speech_end is not None else turn.t_final  # no asr/speech_end: the final's arrival
+        t_end = turn.t_speech_end if turn.t_speech_end is not None else turn.t_final  # an ending without its stamp: its arrival
         first_audio = report.t_first_audio if report.t_first_audio is not None else math.nan
         measures = turn_measures(turn, t_end, first_audio)
         values = {
@@ -298,12 +285,12 @@ class PredgenNode(ManagedNode):
             "partials_replaced": worker.mailbox.replaced if worker else 0,
             "ignored_messages": self.ignored,
             "engine_errors": worker.errors if worker else 0,
-            "finals_not_taken": worker.finals_not_taken if worker else 0,  # re-deliveries (and empty finals)
+            "finals_not_taken": worker.finals_not_taken if worker else 0,  # endings sent again, or stale
             "forward_passes": self.lm.stats.passes,
             "say_subscribers": self.say_pub.get_subscription_count(),  # tts_nodes this node's replies reach
-            # the writers its asr/partial, asr/speech_end and asr/final readers have matched (the fewest of
-            # the three): asr_node starts once this counts its own (what it publishes before, this node misses)
-            "asr_writers_matched": min((sub.get_publisher_count() for sub in self._hearing_asr), default=0),
+            # the writers its turn/events reader has matched: asr_node starts once this counts its own
+            # (what it publishes before, this node misses)
+            "turn_writers_matched": self._hearing.get_publisher_count() if self._hearing is not None else 0,
         }
         if worker is None:
             return OK, "model loaded, not listening", values

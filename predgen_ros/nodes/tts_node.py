@@ -143,8 +143,7 @@ class TtsNode(ManagedNode):
             self.say_sub,
             self.create_subscription(String, "predgen/candidate", self._on_candidate, TEXT_QOS),
             self.create_subscription(Header, "turn/decision", self._on_decision, TEXT_QOS),
-            self.create_subscription(String, "asr/partial", self._on_user_turn, TEXT_QOS),
-            self.create_subscription(String, "asr/final", self._on_user_turn, TEXT_QOS),
+            self.create_subscription(String, "turn/events", self._on_user_turn, TEXT_QOS),
         ]
         self._watch = self.create_timer(0.02, self._on_watch)
 
@@ -168,7 +167,7 @@ class TtsNode(ManagedNode):
             self.player.foresee(text, finished)
 
     def _on_user_turn(self, _msg: String) -> None:
-        """asr_node publishes only the user's turns: what predgen_node says next answers one."""
+        """turn/events carries only the user's turns: what predgen_node says next answers one."""
         self.player.user_spoke()
 
     def _on_decision(self, msg: Header) -> None:

@@ -33,6 +33,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from predgen_ros.turn_events import TurnEventWriter
+
 from .models import (
     DECODE_TOKENS,
     DTYPES,
@@ -88,12 +90,15 @@ def run_turn_checked(session, partials: list[str], final: str, steps: list[int])
         if session.state.tokens:
             worst = max(worst, cache_difference(session.state))
 
+    user = TurnEventWriter()
     for text, n in zip(partials, steps):
-        session.partial(text, 0.0)
+        for event in user.words(text, 0.0):
+            session.hear(event, 0.0)
         for _ in range(n):
             if session.has_work():
                 step()
-    session.final(final, 1.0)
+    for event in user.final(final, 1.0, may_continue=False, handed_on=True):
+        session.hear(event, 1.0)
     session.end_of_turn(1.0)
     for _ in range(500):
         if not session.has_work():
