@@ -33,6 +33,8 @@ setup(
     description="Speculative LLM replies for ROS 2 voice dialogue (PredGen).",
     license="Apache-2.0",
     entry_points={
-        "console_scripts": [f"predgen-ros = {PACKAGE}.cli:main"] + [f"{node} = {PACKAGE}.nodes.{node}:main" for node in NODES],
+        "console_scripts": [f"predgen-ros = {PACKAGE}.cli:main"]
+        + [f"{node} = {PACKAGE}.nodes.{node}:main" for node in NODES]
+        + [f"text_user = {PACKAGE}.eval.text_user:main"],  # the simulated user, in asr_node's place
     },
 )

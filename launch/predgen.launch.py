@@ -1,7 +1,7 @@
 """Start asr_node, predgen_node and tts_node from one parameter file.
 
     ros2 launch predgen_ros predgen.launch.py
-    ros2 launch predgen_ros predgen.launch.py policy:=baseline asr_backend:=text sink:=wav
+    ros2 launch predgen_ros predgen.launch.py policy:=baseline asr_backend:=text sink:=wav   # a typing user
     ros2 launch predgen_ros predgen.launch.py params_file:=/path/robot.yaml model:=/models/Qwen2.5-0.5B-Instruct
     ros2 launch predgen_ros predgen.launch.py half:=robot         # on the robot: microphone, ASR, TTS, speaker
     ros2 launch predgen_ros predgen.launch.py half:=workstation   # on the GPU host: predgen_node only
@@ -43,7 +43,7 @@ OVERRIDES = {
     ),
     "backend": ("model.backend", "predgen_node", "auto | llama_cpp | transformers"),
     "device": ("model.device", "predgen_node", "transformers: auto | cpu | cuda[:N]"),
-    "asr_backend": ("asr.backend", "asr_node", "whisper | pocketsphinx | vosk | text"),
+    "asr_backend": ("asr.backend", "asr_node", "whisper | pocketsphinx | vosk | text (text_user types, in asr_node's place)"),
     "sink": ("tts.sink", "tts_node", "speaker | wav | topic | none"),
 }
 
@@ -75,7 +75,10 @@ def _nodes(context):
         if value:
             overrides[node][parameter] = value
     actions = []
+    # asr_backend:=text starts the simulated user (eval/text_user.py, parameters text.*) in asr_node's place
+    typed = overrides["asr_node"].get("asr.backend") == "text"
     for node in HALVES.get(half, NODES):
+        node = "text_user" if typed and node == "asr_node" else node
         settings = dict(
             package="predgen_ros",
             executable=node,
@@ -85,7 +88,7 @@ def _nodes(context):
             on_exit=Shutdown(reason=f"{node} exited; stopping the other nodes"),
         )
         # launch drives the lifecycle, so the node does not autostart
-        actions += _managed(LifecycleNode(**settings, parameters=[params_file, {**overrides[node], "autostart": False}]))
+        actions += _managed(LifecycleNode(**settings, parameters=[params_file, {**overrides.get(node, {}), "autostart": False}]))
     return actions
 
 

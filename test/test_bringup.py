@@ -74,7 +74,7 @@ def test_one_node_failing_stops_the_others():
 @contextmanager
 def ready_graph():
     """bringup with the text user, once predgen_node is ready; whatever is left is killed after."""
-    proc = start_bringup("--asr-backend", "text", "--sink", "none", "--set", "asr.text.wait_for_reply=false")
+    proc = start_bringup("--asr-backend", "text", "--sink", "none", "--set", "text.wait_for_reply=false")
     try:
         lines = []
         deadline = time.time() + 120

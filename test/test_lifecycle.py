@@ -10,9 +10,9 @@ from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
 from std_msgs.msg import String
 
-from predgen_ros.nodes.bringup import Graph, default_params_file
+from predgen_ros.nodes.bringup import TEXT_USER, Graph, default_params_file
 from predgen_ros.nodes.common import TEXT_QOS
-from predgen_ros.nodes.messages import turn_event
+from predgen_ros.nodes.messages import turn_event, turn_event_of
 from predgen_ros.nodes.probe import GraphProbe
 from predgen_ros.turn_events import TurnEventWriter
 
@@ -124,46 +124,44 @@ def test_ros2_param_set_on_a_read_only_parameter_is_refused(managed):
     assert not result.successful and "read-only" in result.reason
 
 
-def test_asr_node_hears_only_while_active_and_starts_its_source_again_on_activate(tmp_path):
-    """asr_node as the third managed node: nothing before activate, nothing after deactivate
-    (the source thread is joined before the transition returns), and a text source
-    activated again speaks its first utterance from the beginning."""
+def test_the_text_user_speaks_only_while_active_and_starts_again_on_activate(tmp_path):
+    """The text user as a managed node in asr_node's place: nothing before activate, nothing
+    after deactivate (its thread is joined before the transition returns), and activated
+    again it speaks its first utterance from the beginning."""
     rclpy.init()
     overrides = {
         "autostart": False,
-        "asr.backend": "text",
-        "asr.text.limit": 2,  # the second is being spoken when the node deactivates
-        "asr.text.wait_for_reply": False,
-        "asr.text.gap_s": 0.1,
+        "text.limit": 2,  # the second is being spoken when the node deactivates
+        "text.wait_for_reply": False,
+        "text.gap_s": 0.1,
     }
     try:
         with (
             open(tmp_path / "graph.log", "w") as log,
-            Graph(default_params_file(), overrides, nodes=("asr_node",), log=log) as graph,
+            Graph(default_params_file(), overrides, nodes=(TEXT_USER,), log=log) as graph,
         ):
             probe = GraphProbe(graph=graph)
-            heard: list[str] = []
-            finals: list[str] = []
-            probe.node.create_subscription(String, "asr/partial", lambda m: heard.append(m.data), TEXT_QOS)
-            probe.node.create_subscription(String, "asr/final", lambda m: finals.append(m.data), TEXT_QOS)
-            probe.node.create_subscription(String, "turn/events", lambda m: None, TEXT_QOS)  # as predgen_node does
-            assert probe.state("asr_node") == "unconfigured"
-            assert probe.change_state("asr_node", "configure") and probe.state("asr_node") == "inactive"
-            assert heard == [] and finals == []
-            assert probe.change_state("asr_node", "activate")
-            probe.spin_until(lambda: len(finals) == 1, 120, "the first utterance's final")
-            first = list(heard)
-            assert first and first[-1].split() == finals[0].split()[: len(first[-1].split())]
+            said: list = []  # its turn events
+            probe.node.create_subscription(String, "turn/events", lambda m: said.append(turn_event_of(m)), TEXT_QOS)
+            heard = lambda: [e.text for e in said if e.kind == "text"]  # noqa: E731
+            finals = lambda: [e.text for e in said if e.kind == "ended"]  # noqa: E731
+            assert probe.state(TEXT_USER) == "unconfigured"
+            assert probe.change_state(TEXT_USER, "configure") and probe.state(TEXT_USER) == "inactive"
+            assert said == []
+            assert probe.change_state(TEXT_USER, "activate")
+            probe.spin_until(lambda: len(finals()) == 1, 120, "the first utterance's ending")
+            first = heard()
+            assert first and first[-1].split() == finals()[0].split()[: len(first[-1].split())]
 
-            assert probe.change_state("asr_node", "deactivate") and probe.state("asr_node") == "inactive"
-            quiet = len(heard)
-            probe.spin_until(lambda: probe.health.get("asr_node", (0, ""))[1].startswith("inactive"), 30, "the diagnostics")
-            assert len(heard) == quiet and len(finals) == 1  # inactive: it publishes nothing
-            assert probe.change_state("asr_node", "activate")
-            probe.spin_until(lambda: len(finals) == 2, 120, "the utterance again after activate")
-            assert heard[quiet] == first[0] and finals[1] == finals[0]  # from the beginning
-            assert probe.change_state("asr_node", "deactivate") and probe.change_state("asr_node", "cleanup")
-            assert probe.state("asr_node") == "unconfigured"
+            assert probe.change_state(TEXT_USER, "deactivate") and probe.state(TEXT_USER) == "inactive"
+            quiet = len(heard())
+            probe.spin_until(lambda: probe.health.get(TEXT_USER, (0, ""))[1].startswith("inactive"), 30, "the diagnostics")
+            assert len(heard()) == quiet and len(finals()) == 1  # inactive: it publishes nothing
+            assert probe.change_state(TEXT_USER, "activate")
+            probe.spin_until(lambda: len(finals()) == 2, 120, "the utterance again after activate")
+            assert heard()[quiet] == first[0] and finals()[1] == finals()[0]  # from the beginning
+            assert probe.change_state(TEXT_USER, "deactivate") and probe.change_state(TEXT_USER, "cleanup")
+            assert probe.state(TEXT_USER) == "unconfigured"
             probe.close()
     finally:
         rclpy.try_shutdown()

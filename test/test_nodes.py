@@ -16,7 +16,7 @@ from std_msgs.msg import Bool, Header, String
 from predgen_ros.audio.pcm import read_wav, to_pcm16k
 from predgen_ros.audio.tts import PiperSynthesizer
 from predgen_ros.engine.params import node_section
-from predgen_ros.nodes.bringup import default_params_file
+from predgen_ros.nodes.bringup import MODULES, TEXT_USER, default_params_file
 from predgen_ros.nodes.common import TEXT_QOS
 from predgen_ros.nodes.messages import turn_event_of
 from predgen_ros.nodes.probe import GraphProbe
@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.graph, pytest.mark.e2e]  # the nodes load the real mod
 
 NODES = ("asr_node", "predgen_node", "tts_node")
 # What each node needs on this machine, which has no microphone or speaker.
-NO_DEVICES = {"asr_node": ["-p", "asr.backend:=text"], "tts_node": ["-p", "tts.sink:=none"], "predgen_node": []}
+NO_DEVICES = {"asr_node": ["-p", "asr.input:=topic"], "tts_node": ["-p", "tts.sink:=none"], "predgen_node": [], TEXT_USER: []}
 
 
 def flatten(tree, prefix=""):
@@ -41,16 +41,21 @@ def yaml_parameters(node):
     return dict(flatten(node_section(tree, node)))
 
 
+def node_module(node):
+    return MODULES.get(node, f"predgen_ros.nodes.{node}")
+
+
 def node_class(node):
-    module = __import__(f"predgen_ros.nodes.{node}", fromlist=["x"])
+    module = __import__(node_module(node), fromlist=["x"])
     return {
         "asr_node": module.__dict__.get("AsrNode"),
         "predgen_node": module.__dict__.get("PredgenNode"),
         "tts_node": module.__dict__.get("TtsNode"),
+        TEXT_USER: module.__dict__.get("TextUserNode"),
     }[node]
 
 
-@pytest.mark.parametrize("node", NODES)
+@pytest.mark.parametrize("node", [*NODES, TEXT_USER])
 def test_every_yaml_parameter_is_declared_by_its_node(node):
     """The real node, started in-process with the YAML, declares every name in its section."""
     rclpy.init(args=["--ros-args", "--params-file", str(default_params_file()), *NO_DEVICES[node]])
@@ -70,7 +75,7 @@ def test_every_yaml_parameter_is_declared_by_its_node(node):
 
 def run_node(node, *ros_args, timeout=120):
     return subprocess.run(
-        [sys.executable, "-m", f"predgen_ros.nodes.{node}", "--ros-args", *ros_args],
+        [sys.executable, "-m", node_module(node), "--ros-args", *ros_args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -92,8 +97,8 @@ def test_a_misspelt_parameter_stops_the_node():
 def test_a_parameter_of_the_wrong_type_stops_the_node_with_a_hint():
     out = run_node("tts_node", "-p", "tts.sink:=none", "-p", "tts.chunk_ms:=fast")
     assert_startup_error(out, "tts.chunk_ms: expected an integer like 20, got 'fast'")
-    out = run_node("asr_node", "-p", "asr.backend:=text", "-p", "asr.text.gap_s:=2")
-    assert_startup_error(out, "asr.text.gap_s: expected a decimal number like 1.0, got 2 (write 2.0)")
+    out = run_node(TEXT_USER, "-p", "text.gap_s:=2")
+    assert_startup_error(out, "text.gap_s: expected a decimal number like 1.0, got 2 (write 2.0)")
 
 
 def test_a_parameter_outside_its_range_stops_the_node():

@@ -32,7 +32,7 @@ class WordPerSecond:
 
 
 def test_a_recognizer_added_to_the_registry_is_heard_through_the_ear(monkeypatch):
-    monkeypatch.setitem(RECOGNIZERS, "word-per-second", RecognizerKind(True, "a test's", lambda _, __: WordPerSecond()))
+    monkeypatch.setitem(RECOGNIZERS, "word-per-second", RecognizerKind("a test's", lambda _, __: WordPerSecond()))
     ear = build_ear(EarSettings(recognizer="word-per-second", echo_cancel="none"))
     speech = read_wav(DATA / "piper_question_1.wav")
     events = [e for chunk in chunks(SILENCE_1S + speech + SILENCE_1S * 2, 0.02) for e in ear.asr.feed(chunk)]
@@ -44,9 +44,9 @@ def test_a_recognizer_added_to_the_registry_is_heard_through_the_ear(monkeypatch
 
 
 def test_a_name_the_registry_lacks_is_refused_with_the_choices():
-    with pytest.raises(
-        AsrError, match=r"asr.backend: unknown backend 'nemo' \(choose one of whisper, pocketsphinx, vosk, text\)"
-    ):
+    with pytest.raises(AsrError, match=r"asr.backend: unknown backend 'nemo' \(choose one of whisper, pocketsphinx, vosk\)"):
         EarSettings(recognizer="nemo")
+    with pytest.raises(AsrError, match=r"asr.backend: text is no recognizer: .* start the text_user node"):
+        EarSettings(recognizer="text")  # a user typing texts replaces asr_node: eval/text_user.py
     with pytest.raises(AsrError, match=r"unknown ASR backend 'text': choose one of whisper, pocketsphinx, vosk"):
-        make_recognizer("text")  # no audio: asr_node's simulated user, not a recognizer
+        make_recognizer("text")

@@ -259,6 +259,13 @@ class StreamingAsr:
             return None
         return early
 
+    @property
+    def settled(self) -> bool:
+        """Nothing heard is still on its way: no utterance open, no final owed or awaiting its
+        confirmation, no voice the detector hears but has not counted yet."""
+        voice_held = getattr(self.vad, "voice_run_s", 0.0) > 0.0
+        return not (self._in_utterance or self._pending or self._unconfirmed is not None or voice_held)
+
     def listening_for_more(self) -> bool:
         """Whether the user may still go on after an early final (a caller that mutes
         the microphone while the robot speaks must not mute it yet)."""

@@ -45,6 +45,10 @@ class EarSettings:
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)
 
     def __post_init__(self):
+        if self.recognizer == "text":
+            raise AsrError(
+                "asr.backend: text is no recognizer: bringup and the launch file start the text_user node in asr_node's place"
+            )
         if self.recognizer not in RECOGNIZERS:
             raise AsrError(f"asr.backend: unknown backend {self.recognizer!r} (choose one of {', '.join(RECOGNIZERS)})")
         if self.echo_cancel not in ECHO_CANCELLERS:

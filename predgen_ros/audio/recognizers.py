@@ -9,7 +9,8 @@ entry (test_recognizer_registry.py adds one).
   on a thread of its own (whisper_stream.py); the default: it hears far better.
 - pocketsphinx: pocketsphinx 5 with the US English model in its wheel; cheap.
 - vosk: any vosk (Kaldi) model folder.
-- text: no audio: asr_node speaks texts as a simulated user (text_asr.py).
+
+(A user without audio, typing texts, is not a recognizer: the text_user node, eval/text_user.py.)
 """
 
 from __future__ import annotations
@@ -27,10 +28,9 @@ from .whisper import WhisperSettings
 class RecognizerKind:
     """One registry entry: a recognizer is its class and this line."""
 
-    hears_audio: bool
     summary: str
-    # (asr.vosk.model_path, Whisper's settings) -> a recognizer for StreamingAsr; None: no audio
-    make: Callable[[str, WhisperSettings], object] | None = None
+    # (asr.vosk.model_path, Whisper's settings) -> a recognizer for StreamingAsr
+    make: Callable[[str, WhisperSettings], object]
 
 
 DEFAULT_RECOGNIZER = "whisper"  # hears 3x fewer words wrong, answers sooner (docs/results/asr-whisper.md)
@@ -104,20 +104,15 @@ def _whisper(vosk_model_path: str, settings: WhisperSettings):
 
 
 RECOGNIZERS = {
-    "whisper": RecognizerKind(True, "Whisper (CTranslate2; embedded tiny.en or asr.whisper.model_path)", _whisper),
-    "pocketsphinx": RecognizerKind(
-        True, "pocketsphinx 5, US English model from its wheel", lambda _, __: PocketsphinxRecognizer()
-    ),
-    "vosk": RecognizerKind(True, "vosk (Kaldi), the model folder asr.vosk.model_path", lambda path, _: VoskRecognizer(path)),
-    "text": RecognizerKind(False, "no audio: a simulated user speaking the texts of asr.text.source"),
+    "whisper": RecognizerKind("Whisper (CTranslate2; embedded tiny.en or asr.whisper.model_path)", _whisper),
+    "pocketsphinx": RecognizerKind("pocketsphinx 5, US English model from its wheel", lambda _, __: PocketsphinxRecognizer()),
+    "vosk": RecognizerKind("vosk (Kaldi), the model folder asr.vosk.model_path", lambda path, _: VoskRecognizer(path)),
 }
-AUDIO_RECOGNIZERS = tuple(name for name, kind in RECOGNIZERS.items() if kind.hears_audio)
 
 
 def make_recognizer(backend: str, vosk_model_path: str = "", whisper: WhisperSettings | None = None):
     """The recognizer `backend` names, ready for StreamingAsr; AsrError names a bad setting."""
     kind = RECOGNIZERS.get(backend)
-    if kind is None or kind.make is None:
-        hearing = [name for name, k in RECOGNIZERS.items() if k.make is not None]
-        raise AsrError(f"unknown ASR backend {backend!r}: choose one of {', '.join(hearing)}")
+    if kind is None:
+        raise AsrError(f"unknown ASR backend {backend!r}: choose one of {', '.join(RECOGNIZERS)}")
     return kind.make(vosk_model_path, whisper or WhisperSettings())

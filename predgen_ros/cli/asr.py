@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from ..audio.endpoint import ENDPOINT_SILENCE_S
-from ..audio.recognizers import AUDIO_RECOGNIZERS
+from ..audio.recognizers import RECOGNIZERS
 from .options import comma_list
 
 
@@ -23,7 +23,7 @@ def register(sub) -> None:
         "--backends",
         type=comma_list(str),
         default=["pocketsphinx", "whisper"],
-        help=f"comma-separated, of {', '.join(AUDIO_RECOGNIZERS)}, whisper-raw (no LocalAgreement-2) (default pocketsphinx,whisper)",
+        help=f"comma-separated, of {', '.join(RECOGNIZERS)}, whisper-raw (no LocalAgreement-2) (default pocketsphinx,whisper)",
     )
     wer.add_argument("--hesitations", type=float, default=0.0, metavar="P", help="a pause inside P %% of the questions")
     wer.add_argument("--seed", type=int, default=0, help="which questions hesitate, where and how long (default 0)")
@@ -77,7 +77,7 @@ def cmd_asr_wer(args: argparse.Namespace) -> int:
     from ..eval.make_bag import speak_questions
     from ..eval.questions import load_questions
 
-    known = (*AUDIO_RECOGNIZERS, "whisper-raw")
+    known = (*RECOGNIZERS, "whisper-raw")
     unknown = [b for b in args.backends if b not in known]
     if unknown:
         raise SystemExit(f"predgen-ros asr-wer: error: unknown backend {unknown[0]!r} (choose from {', '.join(known)})")

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..audio.recognizers import AUDIO_RECOGNIZERS, DEFAULT_RECOGNIZER
+from ..audio.recognizers import DEFAULT_RECOGNIZER, RECOGNIZERS
 from ..engine.config import POLICIES, ConfigError
 from .options import (
     MODEL_OPTIONS,
@@ -26,7 +26,12 @@ def register(sub) -> None:
     )
     up.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file (default: config/predgen.yaml)")
     up.add_argument("--policy", choices=POLICIES, default=None, help="predgen_node policy")
-    up.add_argument("--asr-backend", dest="asr.backend", default=None, help="whisper, pocketsphinx, vosk or text")
+    up.add_argument(
+        "--asr-backend",
+        dest="asr.backend",
+        default=None,
+        help="whisper, pocketsphinx, vosk, or text (a simulated user types its texts in asr_node's place: text_user)",
+    )
     up.add_argument("--asr-input", dest="asr.input", default=None, help="'microphone' or a WAV file (pocketsphinx / vosk)")
     up.add_argument("--sink", dest="tts.sink", default=None, help="speaker, wav, topic or none")
     up.add_argument("--wav-dir", dest="tts.wav_dir", default=None, help="folder for the wav sink")
@@ -50,7 +55,7 @@ def register(sub) -> None:
     demo.add_argument("--limit", type=int, default=8, help="utterances (default 8)")
     demo.add_argument(
         "--asr-backend",
-        choices=[*AUDIO_RECOGNIZERS, "text"],
+        choices=[*RECOGNIZERS, "text"],
         default=DEFAULT_RECOGNIZER,
         help=f"the recognizer that hears Piper speak (default {DEFAULT_RECOGNIZER}); text: typed, no audio",
     )
@@ -83,12 +88,13 @@ BRINGUP_OPTIONS = {name: name for name in ("policy", "asr.backend", "asr.input",
 
 
 def cmd_bringup(args: argparse.Namespace) -> int:
-    from ..nodes.bringup import HALVES, NODES, bringup
+    from ..nodes.bringup import HALVES, NODES, bringup, in_place_of_the_ear
 
     params_file = params_file_or_default(args.params)
     overrides = given_params(args, {**BRINGUP_OPTIONS, **MODEL_OPTIONS})
     overrides.update(dict(args.set))
-    return bringup(params_file, overrides, HALVES[args.half] if args.half else NODES)
+    backend = overrides.pop("asr.backend") if overrides.get("asr.backend") == "text" else None
+    return bringup(params_file, overrides, in_place_of_the_ear(HALVES[args.half] if args.half else NODES, backend))
 
 
 def _tokenizer_encode():

@@ -122,11 +122,11 @@ def params_file_or_default(path: Path | None) -> Path:
 
 def add_asr_backend_option(parser) -> None:
     """`--asr-backend`: the recognizer that hears replayed audio (audio/recognizers.py)."""
-    from ..audio.recognizers import AUDIO_RECOGNIZERS, DEFAULT_RECOGNIZER
+    from ..audio.recognizers import DEFAULT_RECOGNIZER, RECOGNIZERS
 
     parser.add_argument(
         "--asr-backend",
-        choices=AUDIO_RECOGNIZERS,
+        choices=tuple(RECOGNIZERS),
         default=DEFAULT_RECOGNIZER,
         help=f"the recognizer that hears the audio (default {DEFAULT_RECOGNIZER})",
     )

@@ -370,6 +370,6 @@ class Session(SessionOutput):
         return self.phase is Phase.SPECULATING and self._may_speak() and self._first_sentence() is not None
 
     def _may_speak(self) -> bool:
-        """The turn has ended, and the user did not go on after its final ("resumed"): a
+        """The turn has ended, and the user did not go on after its final (`reopened`): a
         reply to the cut question would begin over them; their words, or "confirmed", decide."""
         return self.turn.t_end_of_turn is not None and not self._order.awaiting_continuation

@@ -3,8 +3,8 @@
 For each policy the three nodes start as processes (nodes.bringup.Graph).  By
 default Piper speaks each utterance into asr_node (`audio/user`, 20 ms chunks in
 real time) and asr_node hears it with the default recognizer, each utterance only
-after the reply to the previous one has ended; with `spoken` off, asr_node's text
-backend types the utterances at 600 characters/min instead.  Either way
+after the reply to the previous one has ended; with `spoken` off, the text user
+(eval/text_user.py) types them at 600 characters/min in asr_node's place.  Either way
 tts_node writes each reply as a WAV file, and this process listens to
 `predgen/latency` for the per-turn reports and to `predgen/response` for the
 whole replies.  A question without a report is shown as "no reply".  Latencies
@@ -26,9 +26,9 @@ from ..audio.pcm import SAMPLE_RATE, to_pcm16k
 from ..audio.recognizers import DEFAULT_RECOGNIZER
 from ..audio.text_asr import load_questions
 from ..audio.tts import PiperSynthesizer
-from ..nodes.asr_state import AsrState
-from ..nodes.bringup import Graph, GraphError
+from ..nodes.bringup import NODES, TEXT_USER, Graph, GraphError, in_place_of_the_ear
 from ..nodes.probe import GraphProbe
+from .text_user import UserState
 
 
 @dataclass
@@ -79,7 +79,7 @@ class ReportListener(GraphProbe):
             )
 
     def wait_until_input_finished(self, timeout: float, progress=None) -> None:
-        """Until asr_node has spoken every question (and heard each reply end); reports count as progress."""
+        """Until the text user has said every question (and heard each reply end); reports count as progress."""
         seen = 0
 
         def finished() -> bool:
@@ -87,9 +87,9 @@ class ReportListener(GraphProbe):
             if progress and len(self.reports) > seen:
                 progress(len(self.reports) - seen)
                 seen = len(self.reports)
-            return self.value("asr_node", "state") == AsrState.INPUT_FINISHED.value
+            return self.value(TEXT_USER, "state") == UserState.INPUT_FINISHED.value
 
-        self.spin_until(finished, timeout, "asr_node to finish its questions")
+        self.spin_until(finished, timeout, "the text user to finish its questions")
 
 
 class SpokenUser(ReportListener):
@@ -178,23 +178,23 @@ def run_policy(policy: str, settings: DemoSettings, progress=None, watch=None) -
         overrides |= {"asr.backend": settings.asr_backend, "asr.input": "topic"}
     else:
         overrides |= {
-            "asr.backend": "text",
-            "asr.text.source": str(settings.questions),
-            "asr.text.limit": settings.limit,
-            "asr.text.wait_for_reply": True,
-            "asr.text.reply_timeout_s": settings.turn_timeout_s,
+            "text.source": str(settings.questions),
+            "text.limit": settings.limit,
+            "text.wait_for_reply": True,
+            "text.reply_timeout_s": settings.turn_timeout_s,
         }
     log_path = settings.out / f"graph-{policy}.log"
     listener = SpokenUser() if settings.spoken else ReportListener()
     texts = [q.text for q in load_questions(settings.questions, settings.limit)]
-    with open(log_path, "w") as log, Graph(settings.params_file, overrides, log=log) as graph:
+    nodes = NODES if settings.spoken else in_place_of_the_ear(NODES, "text")
+    with open(log_path, "w") as log, Graph(settings.params_file, overrides, nodes, log=log) as graph:
         listener.graph = graph
         try:
             utterances = [spoken_pcm(text) for text in texts] if settings.spoken else []
             with watch(graph, listener) if watch else nullcontext():
                 if settings.spoken:
                     heard = listener.say_all(utterances, settings.turn_timeout_s, progress)
-                else:  # asr_node asks each question once the previous reply has ended (or timed out)
+                else:  # the text user asks each question once the previous reply has ended (or timed out)
                     listener.wait_until_input_finished(settings.turn_timeout_s * settings.limit, progress)
         except GraphError as err:
             raise GraphError(f"policy {policy}: {err}; see {log_path}") from None

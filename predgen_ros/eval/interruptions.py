@@ -49,7 +49,6 @@ NODES = ("asr_node", "predgen_node", "tts_node")
 REPLY_TIMEOUT_S = 60.0
 REACTION_S = 0.3  # an event whose onset came later than this before the reply's natural end was not over the robot
 OWN_PAUSE_AFTER_S = 0.5  # a pause this long after the request's last voiced sample was not the user's
-QUIET_S = 2.0  # a trial starts once the robot has been silent, with no new turn, this long
 EVAL_STOPS = 3  # a robot still talking to itself after this many of the evaluation's stops ends the hearing
 RAN_ON_LIMIT = 3  # trials after which the robot ran on before a hearing ends: each costs minutes, and the finding is made
 ANSWER_WAIT_S = 10.0  # a barge-in unanswered this long after its audio ended, the robot silent, was not heard (mute)
@@ -182,17 +181,31 @@ class Recorder(GraphProbe):
     def is_speaking(self) -> bool:
         return bool(self.speaking) and self.speaking[-1][1]
 
+    def settled(self, since: float) -> bool:
+        """Nothing happened since `since` is proven, not waited out: asr_node reported after it
+        that its ear holds nothing on its way (no utterance open, no final owed or awaiting
+        confirmation), and predgen_node, reporting after that, had nothing to do.  A turn
+        still to come would be in one of the two."""
+        heard_at, answered_at = self.health_at.get("asr_node", 0.0), self.health_at.get("predgen_node", 0.0)
+        ear_settled = heard_at > since and self.value("asr_node", "ear_settled") == "True"
+        engine_idle = self.value("predgen_node", "busy") == "False" and self.value("predgen_node", "mailbox") == "0"
+        return ear_settled and answered_at > heard_at and engine_idle
+
+    def wait_settled(self, since: float) -> None:
+        """Until `settled(since)` and the robot is silent; a turn it proves absent is absent."""
+        self.wait_for(lambda: not self.is_speaking and self.settled(since), REPLY_TIMEOUT_S)
+
     def wait_quiet(self) -> int:
-        """Until the robot has been silent and no report has come for QUIET_S (the last trial's
-        turns are over).  Returns how often the evaluation had to stop it and clear its history
-        (it kept talking, answering its own voice with neither canceller nor mute): 0 when it
-        fell silent by itself, EVAL_STOPS + 1 when it never did."""
+        """Until the robot is silent and nothing is on its way (`settled` since its voice and the
+        last report: the last trial's turns are over).  Returns how often the evaluation had to
+        stop it and clear its history (it kept talking, answering its own voice with neither
+        canceller nor mute): 0 when it fell silent by itself, EVAL_STOPS + 1 when it never did."""
         from ..nodes.common import stamp
         from ..nodes.messages import turn_decision
 
         def quiet() -> bool:
             last = max([t for t, _ in self.speaking] + [self._last_report])
-            return not self.is_speaking and time.time() - last >= QUIET_S
+            return not self.is_speaking and self.settled(last)
 
         for stops in range(EVAL_STOPS + 1):
             if self.wait_for(quiet, REPLY_TIMEOUT_S):
@@ -239,9 +252,9 @@ def _play_trial(rec: Recorder, feed: AudioFeed, result: TrialResult, trial: Tria
         answer = lambda: [r for r in rec.reports[reports:] if float(r["t_end_of_speech"]) > onset]  # noqa: E731
         give_up = began + len(event) / SAMPLE_RATE + ANSWER_WAIT_S
         rec.wait_for(lambda: (bool(answer()) or time.time() > give_up) and not rec.is_speaking, REPLY_TIMEOUT_S)
-    else:  # the reply plays out; then a little longer, for a turn the event might have made
+    else:  # the reply plays out; then until a turn the event might have made would show
         rec.wait_for(lambda: not rec.is_speaking, REPLY_TIMEOUT_S)
-        rec.spin_for(1.5)
+        rec.wait_settled(time.time())
     after = [(t, what) for t, what in rec.voice[voice:] if t >= onset - CHUNK_S]
     kinds = [what for _, what in after]
     result.paused, result.stopped = "pause" in kinds, "stop" in kinds
@@ -267,7 +280,7 @@ def _own_voice(rec: Recorder, result: TrialResult, voice: int, reports: int, rep
     """A reply with no user speech over it: it should play out untouched (a turn whose
     speech ended after the reply began was made of the robot's own voice)."""
     rec.wait_for(lambda: not rec.is_speaking, REPLY_TIMEOUT_S)
-    rec.spin_for(1.5)  # a turn made of the robot's own voice or its echo's tail
+    rec.wait_settled(time.time())  # a turn made of the robot's own voice or its echo's tail would show
     kinds = [what for _, what in rec.voice[voice:]]
     result.event_over_speech = True
     result.paused, result.stopped = "pause" in kinds, "stop" in kinds
@@ -304,7 +317,7 @@ def run_policy(
         rec = Recorder(room)
         rec.graph = graph
         rec.wait_active(NODES)
-        feed = AudioFeed(rec.node, room)  # silence until the first trial: wait_quiet's QUIET_S of it comes first
+        feed = AudioFeed(rec.node, room)  # silence from now on: the ear's clock runs while the evaluation waits
         try:
             rec.spin_until(
                 lambda: rec.reset.service_is_ready() and feed.pub.get_subscription_count() > 0 and rec.hears_the_graph(),

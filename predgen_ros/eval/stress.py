@@ -1,6 +1,6 @@
 """`predgen-ros stress` (`make stress`): a soak of the real graph, then its faults.
 
-Soak: the three nodes as processes; asr_node's text backend speaks `turns`
+Soak: the three nodes as processes; the text user (eval/text_user.py) speaks `turns`
 utterances at a fast rate (MT-Bench questions mixed with awkward ones: "hi",
 emoji, right-to-left script, control characters); tts_node plays into the null
 sink.  A monitor node in this process counts the finals sent and the responses,
@@ -33,9 +33,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..nodes.asr_state import AsrState
-from ..nodes.bringup import NODES, Graph, GraphError
+from ..nodes.bringup import NODES, TEXT_USER, Graph, GraphError, in_place_of_the_ear
 from ..nodes.probe import GraphProbe
+from .text_user import UserState
 
 AWKWARD = (
     "hi",
@@ -137,16 +137,16 @@ class Monitor(GraphProbe):
 
     def say(self, text: str, stop_after_words: int | None = None) -> None:
         """Word-by-word turn events (50 ms apart), then the ending: a user of its own
-        stream, beside asr_node's."""
+        stream, beside the text user's."""
         from std_msgs.msg import String
 
         from ..nodes.common import TEXT_QOS
         from ..nodes.messages import turn_event
         from ..turn_events import TurnEventWriter
 
-        if self._speaking is None:  # not earlier: asr_node counts the writers of turn/events before it speaks
+        if self._speaking is None:  # not earlier: the text user counts the writers of turn/events before it speaks
             self._speaking = self.node.create_publisher(String, "turn/events", TEXT_QOS)
-        # as asr_node does: speak once predgen_node's reader has matched every writer (ours among them)
+        # as asr_node and the text user do: speak once predgen_node's reader has matched every writer (ours among them)
         writers = lambda: self.node.count_publishers("turn/events")  # noqa: E731
         self.wait_for(lambda: int(self.value("predgen_node", "turn_writers_matched", "0")) >= writers(), 30.0)
         user, words = TurnEventWriter(), text.split()
@@ -197,13 +197,13 @@ def node_rss_mb(graph: Graph) -> dict[str, float]:
 
 
 def soak(graph: Graph, monitor: Monitor, settings: StressSettings, result: StressResult, progress=None) -> None:
-    """Wait while asr_node speaks every utterance; respawn crashed nodes; sample memory.
-    `sent` is asr_node's own count of the finals it published (its diagnostics)."""
+    """Wait while the text user speaks every utterance; respawn crashed nodes; sample memory.
+    `sent` is the text user's own count of the endings it published (its diagnostics)."""
     last_change = time.time()
     give_up = time.time() + settings.soak_limit_s
     while True:
         monitor.spin_for(0.1)
-        sent = int(monitor.value("asr_node", "utterances", "0"))
+        sent = int(monitor.value(TEXT_USER, "utterances", "0"))
         answered = len(monitor.responses)
         if answered > result.answered:
             result.rss_samples.append((answered, node_rss_mb(graph)))
@@ -219,7 +219,7 @@ def soak(graph: Graph, monitor: Monitor, settings: StressSettings, result: Stres
                 result.stuck = max(1, result.sent - result.answered)
                 break
             graph.launch(exited[0])
-        finished = monitor.value("asr_node", "state") == AsrState.INPUT_FINISHED.value
+        finished = monitor.value(TEXT_USER, "state") == UserState.INPUT_FINISHED.value
         if finished and result.answered >= result.sent:
             break
         if time.time() - last_change > settings.turn_timeout_s + 5 or time.time() > give_up:  # nothing moves any more
@@ -326,18 +326,20 @@ def run_stress(settings: StressSettings, progress=None) -> StressResult:
     overrides = {
         "policy": "predgen",
         "generation.max_new_tokens": settings.max_new_tokens,
-        "asr.backend": "text",
-        "asr.text.source": str(source.resolve()),
-        "asr.text.chars_per_minute": float(settings.chars_per_minute),
-        "asr.text.gap_s": 0.2,
-        "asr.text.reply_timeout_s": float(settings.turn_timeout_s),
+        "text.source": str(source.resolve()),
+        "text.chars_per_minute": float(settings.chars_per_minute),
+        "text.gap_s": 0.2,
+        "text.reply_timeout_s": float(settings.turn_timeout_s),
         "tts.sink": "none",
         "tts.realtime": False,
     }
     result = StressResult()
     rclpy.init()
     try:
-        with open(settings.out / "graph.log", "w") as log, Graph(settings.params_file, overrides, NODES, log=log) as graph:
+        with (
+            open(settings.out / "graph.log", "w") as log,
+            Graph(settings.params_file, overrides, in_place_of_the_ear(NODES, "text"), log=log) as graph,
+        ):
             monitor = Monitor()
             try:
                 if not monitor.predgen_serving(settings.restart_timeout_s):
@@ -345,7 +347,7 @@ def run_stress(settings: StressSettings, progress=None) -> StressResult:
                         f"predgen_node did not come up within {settings.restart_timeout_s:g} s; see {settings.out / 'graph.log'}"
                     )
                 soak(graph, monitor, settings, result, progress)
-                graph.terminate("asr_node")  # its input is done; the monitor speaks from here on (its writers gone)
+                graph.terminate(TEXT_USER)  # its input is done; the monitor speaks from here on (its writers gone)
                 for name, scenario in FAULTS.items():
                     result.faults[name] = scenario(graph, monitor, settings)
                     print(f"stress: fault {name}: {result.faults[name]}", file=sys.stderr, flush=True)

@@ -1,8 +1,7 @@
 """asr_node: the user's turns as one ordered stream, `turn/events` (turn_events.py).
 
 It hosts the ear (audio/ear.py) over its audio source (microphone, `audio/user` or a WAV
-file), or the `text` backend's simulated user (text_user.py), and the turn owner
-(turn_taking.py, `turn.*`): speech over the robot is handed on only once it is a turn, and
+file) and the turn owner (turn_taking.py, `turn.*`): speech over the robot is handed on only once it is a turn, and
 what the robot's voice does meanwhile goes out on `turn/decision` for tts_node.  What is
 handed on is numbered into turn/events; for recordings the same words also go out on
 `asr/partial`, `asr/speech_end` and `asr/final`, and every change of the voice on `asr/voice`.
@@ -25,7 +24,6 @@ from std_msgs.msg import Bool, Header, Int16MultiArray, String
 from ..audio.ear import Ear, EarSettings, build_ear
 from ..audio.heard_audio import CancellerInputs, HeardAudio
 from ..audio.pcm import SAMPLE_RATE, AsrError, to_pcm16k
-from ..audio.text_asr import QuestionError, load_questions
 from ..os_threads import name_thread
 from ..turn_events import TurnEvent, TurnEventWriter
 from ..turn_taking import TurnOwner, Voice, turn_owner, words
@@ -37,7 +35,6 @@ from .hearing_loop import HearingLoop
 from .listeners import wait_for_predgen
 from .messages import audio_rate, played_at, speech_end, turn_decision, turn_event, voice_event
 from .peer_watch import PeerWatch
-from .text_user import SimulatedTextUser
 from .waiting import Waits
 
 
@@ -119,13 +116,6 @@ class AsrNode(ManagedNode):
     # ---------------------------------------------------------------- set-up
     def _open_source(self, settings: EarSettings):
         """A callable that produces the utterances; errors name the parameter at fault."""
-        backend = self.p["asr.backend"]
-        if backend == "text":
-            try:
-                questions = load_questions(self.p["asr.text.source"] or None, self.p["asr.text.limit"] or None)
-            except QuestionError as err:
-                raise StartupError(f"asr.text.source: {err}") from None
-            return SimulatedTextUser(self, [q.text for q in questions])
         try:
             if self.p["asr.record_dir"]:
                 self.heard_audio = HeardAudio(Path(self.p["asr.record_dir"]).expanduser())
@@ -278,12 +268,13 @@ class AsrNode(ManagedNode):
             {
                 "predgen_reachable": self.predgen.reachable(),
                 "backend": self.p["asr.backend"],
-                "input": self.p["asr.input"] if self.p["asr.backend"] != "text" else "text",
+                "input": self.p["asr.input"],
                 "state": self.state.value,
                 "utterances": self.utterances,
                 "utterances_over_robot_ignored": self.turns.ignored if self.turns else 0,
                 "partials": self.partials,
                 "robot_speaking": self.robot_speaking,
+                "ear_settled": self.ear.asr.settled if self.ear is not None else True,  # nothing heard on its way
                 **(self.ear.recognizer_load() if self.ear is not None else {}),
                 **self._echo_figures(),
                 **(self.heard_audio.figures(self.canceller_inputs) if self.heard_audio is not None else {}),

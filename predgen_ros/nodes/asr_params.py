@@ -12,7 +12,6 @@ from ..audio.echo import ECHO_CANCELLERS
 from ..audio.endpoint import POLICIES, EndpointConfig
 from ..audio.pcm import AUDIO_CHUNK_MS
 from ..audio.recognizers import DEFAULT_RECOGNIZER, RECOGNIZERS
-from ..audio.text_asr import CHARS_PER_MINUTE
 from ..audio.vad import VADS
 from ..audio.whisper import COMPUTE_TYPES, DEVICES, WhisperSettings
 from ..audio.whisper_models import EMBEDDED_MODELS
@@ -73,12 +72,6 @@ ASR_PARAMS = {
     "asr.whisper.beam": (WhisperSettings.beam, "Whisper's beam width (1: greedy, fastest)"),
     "asr.whisper.language": (WhisperSettings.language, "the language a multilingual Whisper model hears"),
     "asr.vosk.model_path": ("", "vosk model folder (e.g. vosk-model-small-en-us-0.15); needed for backend vosk"),
-    "asr.text.source": ("", "text backend: MT-Bench .jsonl or a text file, one utterance a line; empty = MT-Bench turn 1"),
-    "asr.text.limit": (0, "text backend: only the first N utterances; 0 = all"),
-    "asr.text.chars_per_minute": (CHARS_PER_MINUTE, "text backend: speaking rate"),
-    "asr.text.wait_for_reply": (True, "text backend: wait until the robot has answered before the next utterance"),
-    "asr.text.reply_timeout_s": (120.0, "text backend: give up waiting for a reply after this long"),
-    "asr.text.gap_s": (1.0, "text backend: silence before each utterance (s)"),
     "asr.mute_while_robot_speaks": (
         True,
         "ignore audio while robot_speaking is true (no echo of the robot's voice); "

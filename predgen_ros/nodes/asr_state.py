@@ -16,9 +16,6 @@ class AsrState(Enum):
     WAITING_FOR_TTS = "waiting for tts_node"
     LISTENING = "listening"
     MUTED = "muted"  # the robot speaks: its voice is not the user's
-    PAUSE = "pause"  # text backend: the silence before an utterance
-    SPEAKING = "speaking"  # text backend: an utterance being said
-    WAITING_FOR_REPLY = "waiting for the reply"
     INPUT_FINISHED = "input finished"
     ERROR = "error"
 

@@ -20,6 +20,15 @@ from typing import Any, TextIO
 NODES = ("asr_node", "predgen_node", "tts_node")  # lifecycle nodes: they share the `autostart` parameter
 # One side of a two-host graph: microphone, ASR, TTS and speaker on the robot; the LLM where the GPU is.
 HALVES = {"robot": ("asr_node", "tts_node"), "workstation": ("predgen_node",)}
+# `asr.backend: text` (bringup, the demo, the launch file): a simulated user who types its texts
+# (eval/text_user.py, parameters text.*) speaks in asr_node's place
+TEXT_USER = "text_user"
+MODULES = {TEXT_USER: "predgen_ros.eval.text_user"}  # the others: predgen_ros.nodes.<node>
+
+
+def in_place_of_the_ear(nodes: tuple[str, ...], asr_backend: str | None) -> tuple[str, ...]:
+    """`nodes` with the text user in asr_node's place when `asr_backend` is "text"."""
+    return tuple(TEXT_USER if node == "asr_node" and asr_backend == "text" else node for node in nodes)
 
 
 class GraphError(RuntimeError):
@@ -36,9 +45,9 @@ def default_params_file() -> Path:
 
 def node_for(parameter: str) -> str:
     """Which node declares `parameter` (asr.* and turn.* -> asr_node, whose turn owner
-    judges speech over the robot; tts.* -> tts_node; else predgen_node)."""
+    judges speech over the robot; tts.* -> tts_node; text.* -> the text user; else predgen_node)."""
     group = parameter.split(".", 1)[0]
-    return {"asr": "asr_node", "turn": "asr_node", "tts": "tts_node"}.get(group, "predgen_node")
+    return {"asr": "asr_node", "turn": "asr_node", "tts": "tts_node", "text": TEXT_USER}.get(group, "predgen_node")
 
 
 def ros_value(value: Any) -> str:
@@ -52,7 +61,8 @@ def ros_value(value: Any) -> str:
 
 
 def node_command(node: str, params_file: Path, overrides: dict[str, Any]) -> list[str]:
-    command = [sys.executable, "-m", f"predgen_ros.nodes.{node}", "--ros-args", "--params-file", str(params_file)]
+    module = MODULES.get(node, f"predgen_ros.nodes.{node}")
+    command = [sys.executable, "-m", module, "--ros-args", "--params-file", str(params_file)]
     for name, value in overrides.items():
         if node == node_for(name) or name == "autostart":
             command += ["-p", f"{name}:={ros_value(value)}"]

@@ -36,6 +36,7 @@ class GraphProbe:
         self.graph = graph
         self.health: dict[str, tuple[int, str, dict[str, str]]] = {}  # node -> (level, message, values)
         self.health_count: dict[str, int] = {}  # node -> /diagnostics messages heard from it
+        self.health_at: dict[str, float] = {}  # node -> when its latest /diagnostics arrived
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_health, 10)
         self._clients: dict[tuple[str, str], Any] = {}
 
@@ -48,6 +49,7 @@ class GraphProbe:
                 {kv.key: kv.value for kv in status.values},
             )
             self.health_count[node] = self.health_count.get(node, 0) + 1
+            self.health_at[node] = time.time()
 
     def value(self, node: str, key: str, default: str = "") -> str:
         """The latest diagnostics value `key` of `node`."""
