@@ -1,7 +1,7 @@
 """The voice detector's end of speech after the true end, heard as asr_node hears it.
 
 A bag's user audio goes through asr_node's echo canceller and guarded voice detector
-(audio/echo_hearing.py, audio/double_talk.py) with the fixed 0.5 s endpoint, as in the
+(audio/ear.py, audio/double_talk.py) with the fixed 0.5 s endpoint, as in the
 graph with the robot silent; per question: the end of speech of its last final minus the
 true end (the bag's marker), and how many finals it made (more than one: the utterance was
 split at a pause).  Once with the room's tail rule (double_talk.TAIL_BELOW_PEAK_DB, the
@@ -32,8 +32,7 @@ def speech_ends(audio, tail_below_peak_db: float | None) -> list[float]:
     ear = build_ear(EarSettings(recognizer="pocketsphinx", tail_below_peak_db=tail_below_peak_db))
     asr, ends = ear.asr, []
     for t_end, pcm in audio:
-        pcm = ear.hear(pcm, t_end - len(pcm) / 2 / SAMPLE_RATE)
-        ends += [e.t_speech_end for e in asr.feed(pcm) if e.kind is Heard.FINAL]
+        ends += [e.t_speech_end for e in ear.feed(pcm, t_end - len(pcm) / 2 / SAMPLE_RATE) if e.kind is Heard.FINAL]
     ends += [e.t_speech_end for e in asr.finish_stream() if e.kind is Heard.FINAL]
     asr.close()
     return ends

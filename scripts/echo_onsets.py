@@ -20,7 +20,7 @@ import re
 
 import numpy as np
 
-from predgen_ros.audio.double_talk import ECHO_TAIL_S, ONSET_SHARE, ONSET_WINDOW_S, VOICE_OVER_NOISE_DB, EchoGuardedVad
+from predgen_ros.audio.double_talk import ONSET_SHARE, ONSET_WINDOW_S, VOICE_OVER_NOISE_DB, EchoGuardedVad
 from predgen_ros.audio.echo import EchoCanceller
 from predgen_ros.audio.pcm import AUDIO_CHUNK_MS, SAMPLE_RATE, to_pcm16k
 from predgen_ros.audio.tts import PiperSynthesizer
@@ -92,13 +92,11 @@ def hear(
         if hi > lo:
             user_part[lo - at : hi - at] = clip[lo:hi]
         cleaned = canceller.process(room.next_chunk(user_part).tobytes(), stream_t)
-        guarded.hear(cleaned.for_voice)
-        guarded.echo_present = canceller.reference.sounding(stream_t, ECHO_TAIL_S)
-        guarded.canceller_learning = canceller.learning
+        guarded.take(cleaned, utterance_open=False)
         pending += cleaned.audio
         while len(pending) >= guarded.frame_bytes:
             frame, pending = pending[: guarded.frame_bytes], pending[guarded.frame_bytes :]
-            if guarded.is_speech(frame) and guarded.echo_present:
+            if guarded.is_speech(frame) and cleaned.echo_present:
                 voiced.append(frame_t)
             frame_t += guarded.frame_bytes / 2 / SAMPLE_RATE
         stream_t += MIC_CHUNK_S

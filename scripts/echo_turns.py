@@ -3,7 +3,7 @@
 Per trial of a bag made by `predgen-ros make-interruption-bag`: a Piper reply from the
 loudspeaker of a seeded room (eval/echo_mic.py, as `eval-interruptions --robot-in-mic`),
 the trial's event said into it `after_s` after the reply began, and asr_node's hearing
-chunk by chunk (audio/echo_hearing.py: the canceller, the guarded voice detector, the
+chunk by chunk (audio/ear.py: the canceller, the guarded voice detector, the
 streaming Whisper recognizer) with its turn owner (turn_taking.py), whose pause, resume
 and stop the loudspeaker obeys.  No ROS, faster than real time, and Whisper as if it
 were instant (the recognizer's lag through the graph is not here): minutes where a graph
@@ -134,9 +134,8 @@ def hear_trial(
         lo, hi = max(at, 0), min(at + n, len(clip))
         if hi > lo:
             user[lo - at : hi - at] = clip[lo:hi]
-        pcm = ear.hear(room.next_chunk(user).tobytes(), t)
+        heard = ear.feed(room.next_chunk(user).tobytes(), t)
         t += MIC_CHUNK_S
-        heard = asr.feed(pcm)
         recognizer.idle()  # Whisper as if instant
         for event_heard in in_order(heard, asr.voice_changes()):  # as asr_node publishes them
             if not isinstance(event_heard, AsrEvent):

@@ -1,7 +1,7 @@
 """Smart Turn at the end of each question, heard as the endpoint sweep hears it and as asr_node does.
 
 The sweep (`predgen-ros endpoints --sweep`) feeds the bag's audio to the voice detector and
-Smart Turn as it is; asr_node puts the echo canceller in front of them (audio/echo_hearing.py:
+Smart Turn as it is; asr_node puts the echo canceller in front of them (audio/ear.py:
 AEC3's suppressed output for the voice detector, Speex's linear output for the recognizer and
 Smart Turn), even with the robot silent.  If the canceller changed what Smart Turn hears, a
 rule chosen by the sweep would fire less through the graph.  Per question: Smart Turn's
@@ -40,7 +40,7 @@ def question_ends(audio, markers, t0_ns: int, smart_turn: SmartTurn, canceller: 
     )
     asr.endpointer = recorder
     for t_end, pcm in audio:
-        asr.feed(ear.hear(pcm, t_end - len(pcm) / 2 / SAMPLE_RATE))
+        ear.feed(pcm, t_end - len(pcm) / 2 / SAMPLE_RATE)
     asr.close()
     ends = []
     for i, marker in enumerate(markers):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from predgen_ros.audio.double_talk import EchoGuardedVad
-from predgen_ros.audio.echo import ReferenceTimeline
+from predgen_ros.audio.echo import EchoedChunk, ReferenceTimeline
 from predgen_ros.audio.pcm import SAMPLE_RATE
 
 
@@ -68,6 +68,7 @@ class Scripted:
     """A voice detector that answers from a list, one frame at a time."""
 
     frame_bytes = 960  # 30 ms, like WebRTC's
+    voice_run_s = 0.0  # it counts every voice at once
 
     def __init__(self, answers):
         self.answers = iter(answers)
@@ -79,8 +80,13 @@ class Scripted:
 ROOM_NOISE = np.full(480, 40, dtype=np.int16).tobytes()  # a 30 ms frame at the room's noise level (about -58 dBFS)
 
 
-def run(vad, n, echo_present):
-    vad.echo_present = echo_present
+def tell(vad, echo_present=False, utterance_open=False, for_voice=b""):
+    """The chunk's EchoedChunk, as the ear gives it to the guarded detector."""
+    vad.take(EchoedChunk(for_voice, for_voice, echo_present, False), utterance_open)
+
+
+def run(vad, n, echo_present, utterance_open=False):
+    tell(vad, echo_present, utterance_open)
     return [vad.is_speech(ROOM_NOISE) for _ in range(n)]
 
 
@@ -105,14 +111,13 @@ def test_once_an_utterance_is_open_the_users_voice_over_the_echo_counts_frame_by
     ended a question at its second word."""
     residue = [True, False, False, True, False, False, False, True, False, False]
     guarded = EchoGuardedVad(Scripted(residue), window_s=0.3, share=0.6)
-    guarded.utterance_open = True
-    assert run(guarded, 10, echo_present=True) == residue
+    assert run(guarded, 10, echo_present=True, utterance_open=True) == residue
 
 
 def test_the_voice_run_says_how_long_ago_the_detector_first_heard_a_voice():
     answers = [False] * 4 + [True, True, False, False, False, True, True, True] + [False] * 8
     guarded = EchoGuardedVad(Scripted(answers), window_s=0.3, share=0.6)
-    guarded.echo_present = True
+    tell(guarded, echo_present=True)
     runs = []
     for _ in answers:
         guarded.is_speech(ROOM_NOISE)
@@ -127,7 +132,7 @@ def test_the_cancellers_digital_silence_never_reaches_the_voice_detector():
     whose noise it then took for voice whenever the robot paused."""
     answers = [True] * 10
     guarded = EchoGuardedVad(Scripted(answers), window_s=0.3, share=0.6)
-    guarded.echo_present = True
+    tell(guarded, echo_present=True)
     assert [guarded.is_speech(b"\0" * guarded.frame_bytes) for _ in range(10)] == [False] * 10
     assert guarded.suppressed_frames == 10 and guarded.held_frames == 0
     assert run(guarded, 10, echo_present=True) == [False] * 5 + [True] * 5  # the detector's answers were all kept for sound
@@ -138,10 +143,10 @@ def test_the_voice_detector_judges_its_own_copy_with_the_leaks_silenced():
     samples has the canceller's leaks silenced, and is what it judges."""
     guarded = EchoGuardedVad(Scripted([True] * 4), window_s=0.3, share=0.6)
     loud = np.full(guarded.frame_bytes // 2, 3000, dtype=np.int16).tobytes()
-    guarded.hear(b"\0" * guarded.frame_bytes + loud)  # the first frame was a leak
+    tell(guarded, for_voice=b"\0" * guarded.frame_bytes + loud)  # the first frame was a leak
     assert [guarded.is_speech(loud), guarded.is_speech(loud)] == [False, True]
     assert guarded.suppressed_frames == 1
-    guarded.hear(b"\0" * guarded.frame_bytes)
+    tell(guarded, for_voice=b"\0" * guarded.frame_bytes)
     guarded.forget()  # skipped by the recognizer: never judged
     assert guarded.is_speech(loud)  # judged as given, nothing heard for it
 
@@ -164,7 +169,7 @@ def test_over_the_echo_a_voice_near_the_rooms_noise_is_no_voice():
     guarded = EchoGuardedVad(detector, window_s=0.3, share=0.6, voice_over_noise_db=10.0)
     assert run(guarded, 5, echo_present=False) == [True] * 5  # no echo: the noise is learned, the detector as it is
     faint = (np.frombuffer(ROOM_NOISE, dtype=np.int16) * 3).tobytes()  # 9.5 dB above the noise
-    guarded.echo_present = True
+    tell(guarded, echo_present=True)
     assert [guarded.is_speech(faint) for _ in range(10)] == [False] * 10
     assert guarded.faint_frames == 10 and detector.shown == 15  # still shown: the detector adapts to what it hears
     loud = (np.frombuffer(ROOM_NOISE, dtype=np.int16) * 4).tobytes()  # 12 dB above
@@ -175,10 +180,10 @@ def test_the_noise_is_learned_from_the_quietest_frames_and_climbs_slowly():
     guarded = EchoGuardedVad(Counting(), window_s=0.03, share=1.0, voice_over_noise_db=10.0)
     run(guarded, 1, echo_present=False)
     loud = (np.frombuffer(ROOM_NOISE, dtype=np.int16) * 4).tobytes()
-    guarded.echo_present = False
+    tell(guarded, echo_present=False)
     for _ in range(20):  # 0.6 s of the user speaking with the robot silent: the estimate climbs 0.6 dB
         guarded.is_speech(loud)
-    guarded.echo_present = True
+    tell(guarded, echo_present=True)
     assert guarded.is_speech(loud)  # still 11 dB above what the noise is taken for
 
 
@@ -192,20 +197,20 @@ def test_an_open_utterances_frames_near_the_noise_and_far_under_its_peak_are_the
     sinks into the noise; with no echo present those frames end the voice."""
     guarded = EchoGuardedVad(Counting(), window_s=0.03, share=1.0, voice_over_noise_db=10.0)
     run(guarded, 5, echo_present=False)  # the noise is learned
-    guarded.utterance_open = True
+    tell(guarded, utterance_open=True)
     voice, tail = scaled(30), scaled(2)  # 29.5 dB above the noise; 6 dB above it, 23.5 dB under the voice
     assert [guarded.is_speech(f) for f in (voice, voice, tail, tail)] == [True, True, False, False]
     assert guarded.tail_frames == 2
     assert guarded.is_speech(scaled(4))  # 12 dB above the noise: still the voice
 
-    guarded.utterance_open = False  # the next utterance is a quiet voice: its peak is its own
+    tell(guarded, utterance_open=False)  # the next utterance is a quiet voice: its peak is its own
     assert guarded.is_speech(scaled(4))
-    guarded.utterance_open = True
+    tell(guarded, utterance_open=True)
     assert [guarded.is_speech(f) for f in (scaled(4), tail)] == [True, True]  # near the noise itself: every frame counts
 
     untouched = EchoGuardedVad(Counting(), window_s=0.03, share=1.0, tail_below_peak_db=None)
     run(untouched, 5, echo_present=False)
-    untouched.utterance_open = True
+    tell(untouched, utterance_open=True)
     assert [untouched.is_speech(f) for f in (voice, tail)] == [True, True]
 
 
@@ -389,19 +394,23 @@ class Listening:
         return ""
 
 
-@pytest.mark.parametrize("pre_roll_s", [0.2, 0.6, 0.0])
-def test_an_utterance_opened_late_over_the_echo_reads_back_as_far_as_asked(pre_roll_s):
+@pytest.mark.parametrize(
+    "over_echo, voice_run_s, pre_roll_s", [(False, 0.0, 0.2), (True, 0.0, 0.6), (True, 0.6, 0.8), (False, 0.6, 0.2)]
+)
+def test_an_utterance_opened_late_over_the_echo_reads_back_to_where_its_voice_began(over_echo, voice_run_s, pre_roll_s):
     """Over the robot's echo the voice detector counts a voice late (the onset window, the
-    suppressor): asr_node asks the recognizer to read further back than the usual 0.2 s."""
+    suppressor): the recognizer reads back at least 0.6 s, and as far as the detector has
+    held the voice uncounted, plus the usual 0.2 s; with no echo, the usual 0.2 s."""
     from predgen_ros.audio.asr import StreamingAsr
 
     frames_before = 40  # 1.2 s of audio before the first counted frame
-    asr = StreamingAsr(Listening(), vad=Scripted([False] * frames_before + [True] * 20))
-    asr.pre_roll_s = pre_roll_s
+    detector = Scripted([False] * frames_before + [True] * 20)
+    asr = StreamingAsr(Listening(), vad=detector)
     before = b"".join(np.full(480, i, dtype=np.int16).tobytes() for i in range(frames_before))  # each frame numbered
     asr.feed(before)
+    detector.voice_run_s = voice_run_s  # as the detector stands before the chunk that opens the utterance
     voiced = np.full(480, 1000, dtype=np.int16).tobytes()
-    asr.feed(voiced * 4)  # 120 ms: at least RECOGNIZER_STEP_S, so the recognizer reads it
+    asr.feed(voiced * 4, over_echo=over_echo)  # 120 ms: at least RECOGNIZER_STEP_S, so the recognizer reads it
     heard = np.frombuffer(bytes(asr.recognizer.heard), dtype=np.int16)
     kept = round(pre_roll_s * SAMPLE_RATE)
     assert len(heard) == kept + 4 * 480
@@ -419,8 +428,8 @@ class EchoAlways:
         def sounding(t_s: float, tail_s: float) -> bool:
             return True
 
-    def process(self, mic: bytes, t_s: float):
-        return mic, mic
+    def process(self, mic: bytes, t_s: float) -> EchoedChunk:
+        return EchoedChunk(mic, mic, echo_present=True, learning=False)
 
 
 def test_the_hearing_reads_back_and_dates_a_voice_to_where_the_detector_first_heard_it():
@@ -428,19 +437,19 @@ def test_the_hearing_reads_back_and_dates_a_voice_to_where_the_detector_first_he
     (the onset rule), then counted: the recognizer reads back to its first frame, and
     the voice's start is dated there, not 0.6 s later where it was counted."""
     from predgen_ros.audio.asr import PRE_ROLL_S, StreamingAsr
-    from predgen_ros.audio.echo_hearing import EchoHearing
+    from predgen_ros.audio.ear import Ear
 
     answers = [False] * 10 + [True, False] * 10 + [True] * 20  # 30 ms frames; the voice from 0.3 s
     guarded = EchoGuardedVad(Scripted(answers), window_s=0.3, share=0.6)
     asr = StreamingAsr(Listening(), vad=guarded)
-    hearing = EchoHearing(EchoAlways(), guarded)
+    ear = Ear(asr, EchoAlways(), guarded)
     began = None
     for i in range(len(answers)):
         frame = np.full(480, 1000 + i, dtype=np.int16).tobytes()  # each frame numbered
-        asr.feed(hearing.chunk(asr, frame, i * 0.03))
+        ear.feed(frame, i * 0.03)
         starts = [t for what, t in asr.voice_changes() if what == "start"]
         if starts:
-            began, opened_at = hearing.voice_began(asr, starts[0]), asr.stream_time
+            began, opened_at = ear.voice_began(starts[0]), asr.stream_time
     assert opened_at > 0.85  # counted once the voice was sustained
     assert abs(began - 0.3) <= 0.03  # dated to its first frame
     first_read = int(np.frombuffer(bytes(asr.recognizer.heard[:2]), dtype=np.int16)[0]) - 1000

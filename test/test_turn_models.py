@@ -10,6 +10,7 @@ import pytest
 from predgen_ros.audio.asr import StreamingAsr
 from predgen_ros.audio.asr_events import AsrEvent, in_order
 from predgen_ros.audio.double_talk import EchoGuardedVad
+from predgen_ros.audio.echo import EchoedChunk
 from predgen_ros.audio.endpoint import EndpointConfig, Endpointer
 from predgen_ros.audio.pcm import chunks, read_wav
 from predgen_ros.audio.recognizers import make_recognizer
@@ -139,8 +140,8 @@ def test_a_continuation_counted_late_over_the_robots_echo_still_continues(speech
     asr = StreamingAsr(make_recognizer("pocketsphinx"), endpointer=Endpointer(config, lambda: 1.0), vad=guarded)
     out = []
     for chunk in chunks(SILENCE[:16000] + hesitant + SILENCE * 2, 0.02):
-        guarded.utterance_open = asr.in_utterance
-        guarded.echo_present = any(isinstance(item, AsrEvent) and item.kind == "final" for item in out)  # the robot answers
+        robot_answers = any(isinstance(item, AsrEvent) and item.kind == "final" for item in out)
+        guarded.take(EchoedChunk(chunk, b"", echo_present=robot_answers), utterance_open=asr.in_utterance)
         out += in_order(asr.feed(chunk), asr.voice_changes())
     out += in_order(asr.finish_stream(), asr.voice_changes())
     pairs, said = contract(out)

@@ -33,7 +33,11 @@ RECOGNIZER_STEP_S = 0.1
 # Audio from before the first voiced frame that the recognizer also reads: the voice
 # detector fires on the word's loud part, and the recognizer needs its onset.
 PRE_ROLL_S = 0.2
-MAX_PRE_ROLL_S = 1.0  # the most a caller may ask for (`StreamingAsr.pre_roll_s`)
+# Over the robot's echo a voice is counted up to ~0.4 s after it began (the guarded detector's
+# onset window, and AEC3's suppressor holding a user who starts mid-sentence): the recognizer
+# reads back at least this far, and as far as the detector first heard the voice.
+PRE_ROLL_OVER_ECHO_S = 0.6
+MAX_PRE_ROLL_S = 1.0  # the most it reads back
 # A continuation of an early final is heard after this much of the early utterance's audio:
 # alone, Whisper tiny.en makes "A friend?" of "of France?"; the whole early utterance (10-20 s
 # of an MT-Bench question) made each of its calls several times slower, and the first new
@@ -56,7 +60,8 @@ class StreamingAsr:
     ):
         """`redecode_final` False: the final is the last hypothesis, published at the
         endpoint; the recognizer's closing pass runs when the next utterance starts.
-        `endpointer` None: a fixed `endpoint_silence`; `vad` None: WebRTC's at `vad_mode`.
+        `endpointer` None: a fixed `endpoint_silence`; `vad` None: WebRTC's at `vad_mode`
+        (a detector as audio/vad.py describes it).
         `on_utterance(audio, final, speech end)`: each utterance's audio as the recognizer
         read it (its pre-roll too), once its final is known ("" when it made no word)."""
         self.recognizer = recognizer
@@ -75,9 +80,6 @@ class StreamingAsr:
         self._audio = bytearray()  # the utterance's latest audio, for Smart Turn
         self._unheard = b""  # the utterance's audio not yet handed to the recognizer
         self._pre_roll = b""  # the latest audio outside an utterance (MAX_PRE_ROLL_S of it)
-        # how much of it an utterance opened now reads: a caller whose voice detector counts a
-        # voice later (over the robot's echo, audio/double_talk.py) asks for more
-        self.pre_roll_s = PRE_ROLL_S
         self._text_estimate: tuple[str, float] | None = None  # (hypothesis, P(the user is done)) from the LLM
         # (text, speech end, audio) of the last final a pause decided: speech soon after it continues it
         self._early: tuple[str, float, bytes] | None = None
@@ -120,8 +122,12 @@ class StreamingAsr:
             return None
         return self._text_estimate[1]
 
-    def feed(self, pcm: bytes) -> list[AsrEvent]:
-        """One chunk of 16 kHz int16 audio; events it produced."""
+    def feed(self, pcm: bytes, over_echo: bool = False) -> list[AsrEvent]:
+        """One chunk of 16 kHz int16 audio; events it produced.  `over_echo`: the robot's
+        voice may be in it (the echo front-end's EchoedChunk.echo_present): a voice that
+        opens an utterance in it is read back to where the detector first heard it."""
+        # as the detector stood before this chunk: the voice it holds uncounted so far
+        pre_roll_s = max(PRE_ROLL_OVER_ECHO_S, self.vad.voice_run_s + PRE_ROLL_S) if over_echo else PRE_ROLL_S
         self._t += len(pcm) / (2 * SAMPLE_RATE)
         voiced = self._voiced_end(pcm)
         events: list[AsrEvent] = self._ready_finals()
@@ -143,7 +149,7 @@ class StreamingAsr:
                     self._audio.clear()
                 self._close_recognizer()
                 self.recognizer.start()
-                keep = int(min(self.pre_roll_s, MAX_PRE_ROLL_S) * SAMPLE_RATE) * 2
+                keep = int(min(pre_roll_s, MAX_PRE_ROLL_S) * SAMPLE_RATE) * 2
                 # a continuation is heard after the end of the early final's audio; the words after
                 # the recognizer's reading of it are the new ones
                 self._unheard = heard_before + self._pre_roll[max(0, len(self._pre_roll) - keep) :]
@@ -236,12 +242,12 @@ class StreamingAsr:
     def _voice_began(self, t_counted: float) -> float:
         """When the voice counted at `t_counted` began: a detector that counts a voice late
         (over the robot's echo, audio/double_talk.py) says how long it has heard it."""
-        return min(t_counted, self._t - getattr(self.vad, "voice_run_s", 0.0))
+        return min(t_counted, self._t - self.vad.voice_run_s)
 
     def _onset_within(self, t_window_end: float) -> bool:
         """The detector hears a voice it has not counted yet, begun by `t_window_end`: it
         may yet continue the last final (an eager reply's echo delays the count)."""
-        run_s = getattr(self.vad, "voice_run_s", 0.0)
+        run_s = self.vad.voice_run_s
         return not self._in_utterance and run_s > 0.0 and self._t - run_s <= t_window_end
 
     def _settle_final(self, resumed: bool) -> None:
@@ -263,7 +269,7 @@ class StreamingAsr:
     def settled(self) -> bool:
         """Nothing heard is still on its way: no utterance open, no final owed or awaiting its
         confirmation, no voice the detector hears but has not counted yet."""
-        voice_held = getattr(self.vad, "voice_run_s", 0.0) > 0.0
+        voice_held = self.vad.voice_run_s > 0.0
         return not (self._in_utterance or self._pending or self._unconfirmed is not None or voice_held)
 
     def listening_for_more(self) -> bool:

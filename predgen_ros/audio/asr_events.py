@@ -3,6 +3,7 @@ of recognizer StreamingAsr drives (audio/asr.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -29,7 +30,13 @@ class Recognizer(Protocol):
 @runtime_checkable
 class BackgroundRecognizer(Protocol):
     """Decodes on a thread of its own (whisper_stream.py): `accept` never waits and
-    returns the newest hypothesis; a closed utterance's final is read with `final`."""
+    returns the newest hypothesis; a closed utterance's final is read with `final`.  Its
+    load, for asr_node's diagnostics: `lags` (s from an audio's arrival to its words),
+    `calls` (s per transcription) and `failures`."""
+
+    lags: Sequence[float]
+    calls: Sequence[float]
+    failures: int
 
     def start(self) -> None: ...
     def accept(self, pcm: bytes) -> str: ...

@@ -5,7 +5,7 @@ After WebRTC's canceller the robot's voice is 20–35 dB lower, but its residue 
 a voice detector fire on single frames now and then (most in reverberant rooms), and
 each such frame would open an utterance and pause the robot.  A person's voice fires
 it on most frames of a word.  So while the echo may be present (the robot played
-something within `ECHO_TAIL_S`), a voiced frame counts only when at least `share` of
+something within audio/echo.py's `ECHO_TAIL_S`), a voiced frame counts only when at least `share` of
 the last `window_s` of frames were voiced; otherwise the detector is left as it is.
 The window was first set on scripts/echo_choice.py's rooms (0.3 s), and shortened to
 0.2 s once the level rule below took the residue: in scripts/echo_onsets.py's rooms
@@ -31,7 +31,7 @@ tail, not the voice.  A voice that is itself near the noise (its loudest frame w
 `voice_over_noise_db` + TAIL_BELOW_PEAK_DB of it) keeps every frame the detector calls voiced.
 
 The onset rule guards only the opening of an utterance.  Once one is open
-(`utterance_open`, set by the owner), every frame the detector calls voiced counts: over
+(`utterance_open`, told with each chunk), every frame the detector calls voiced counts: over
 the echo AEC3 takes some of the user's frames out, and holding the rest as silence ended
 a question at its second word ("How do you plan?", then "to make their food?" as
 another utterance, neither a turn) in scripts/echo_turns.py's rooms.  And because a voice
@@ -56,13 +56,10 @@ from collections import deque
 
 import numpy as np
 
+from .echo import EchoedChunk
 from .pcm import SAMPLE_RATE
 
-ECHO_TAIL_S = 0.5  # the room's reverberation and the canceller's own lag after the robot falls silent
 ONSET_WINDOW_S = 0.2
-# over the echo a voice is counted up to ~0.4 s after it began (the onset window, and AEC3's
-# suppressor holding a user who starts mid-sentence): the recognizer reads back this far
-PRE_ROLL_OVER_ECHO_S = 0.6
 RUN_GAP_S = 0.2  # a voice's frames this close together are one run (voice_run_s)
 ONSET_SHARE = 0.6
 VOICE_OVER_NOISE_DB = 10.0
@@ -72,9 +69,9 @@ SUPPRESSED_RMS = 2.0  # int16: a frame quieter than this (about -84 dBFS) is the
 
 
 class EchoGuardedVad:
-    """A voice detector (`frame_bytes`, `is_speech`) that wants sustained voice while
-    `echo_present`, and hears none over the echo while `canceller_learning` (both set by
-    the owner before each chunk)."""
+    """A voice detector (`frame_bytes`, `is_speech`, `voice_run_s`) that wants sustained
+    voice while the echo may be present, and hears none over the echo while the canceller
+    is learning: `take` gives it each chunk's EchoedChunk before the chunk's frames are judged."""
 
     def __init__(
         self,
@@ -105,9 +102,9 @@ class EchoGuardedVad:
         frames = max(1, round(window_s * SAMPLE_RATE * 2 / vad.frame_bytes))
         self._recent: deque[bool] = deque(maxlen=frames)
         self._need = max(1, math.ceil(share * frames))
-        self.echo_present = False
-        self.utterance_open = False  # the owner heard a voice already: the onset rule has done its job
-        self.canceller_learning = False  # the canceller has not learned the room yet: no voice over the echo
+        self._echo_present = False  # the chunk being judged may hold the robot's voice
+        self._utterance_open = False  # the owner heard a voice already: the onset rule has done its job
+        self._canceller_learning = False  # the canceller has not learned the room yet: no voice over the echo
         self.held_frames = 0  # voiced frames not counted: they might have been the robot's echo
         self.suppressed_frames = 0  # frames of the canceller's digital silence, kept from the voice detector
         self.faint_frames = 0  # voiced frames over the echo too close to the room's noise to be a voice
@@ -117,11 +114,15 @@ class EchoGuardedVad:
         self._frames = 0  # frames judged so far
         self._run = (0, -(10**9))  # (first, last) frame the detector found voiced in the latest run
 
-    def hear(self, for_voice: bytes) -> None:
-        """The voice detector's copy of the next audio (the canceller's leaks silenced,
-        audio/echo_leak.py): `is_speech` judges it in place of the frames it is given, which
-        are the same samples in the same order."""
-        self._heard += for_voice
+    def take(self, chunk: EchoedChunk, utterance_open: bool) -> None:
+        """The next chunk as the echo front-end made it, and whether the owner has an
+        utterance open: `is_speech` judges its `for_voice` (the canceller's leaks silenced,
+        audio/echo_leak.py) in place of the frames it is given, which are the same samples
+        in the same order."""
+        self._heard += chunk.for_voice
+        self._echo_present = chunk.echo_present
+        self._canceller_learning = chunk.learning
+        self._utterance_open = utterance_open
 
     def forget(self) -> None:
         """The audio given to `hear` will not be judged (the recognizer skipped it)."""
@@ -140,14 +141,14 @@ class EchoGuardedVad:
     def _is_tail(self, power: float) -> bool:
         """A voiced frame of an open utterance, with no echo present, quiet enough to be
         the room's reverberation after the voice (the frame's power counts toward the peak)."""
-        if not self.utterance_open or self._tail_below_peak is None:
+        if not self._utterance_open or self._tail_below_peak is None:
             return False
         self._peak = max(self._peak, power)
         return power < min(self._noise * self._over_noise, self._peak * self._tail_below_peak)
 
     def is_speech(self, frame: bytes) -> bool:
         self._frames += 1
-        if not self.utterance_open:
+        if not self._utterance_open:
             self._peak = 0.0
         if len(self._heard) >= len(frame):
             frame, self._heard[: len(frame)] = bytes(self._heard[: len(frame)]), b""
@@ -158,7 +159,7 @@ class EchoGuardedVad:
             self.suppressed_frames += 1
             return False
         voiced = self.vad.is_speech(frame)
-        if not self.echo_present:
+        if not self._echo_present:
             self._noise = power if self._noise is None else min(power, self._noise * self._noise_rise)
             if voiced and self._is_tail(power):
                 voiced = False
@@ -170,9 +171,9 @@ class EchoGuardedVad:
             now = self._frames - 1
             self._run = (self._run[0] if (now - self._run[1]) * self._frame_s <= RUN_GAP_S else now, now)
         self._recent.append(voiced)
-        if not voiced or not self.echo_present:
+        if not voiced or not self._echo_present:
             return voiced
-        if not self.canceller_learning and (self.utterance_open or sum(self._recent) >= self._need):
+        if not self._canceller_learning and (self._utterance_open or sum(self._recent) >= self._need):
             return True
         self.held_frames += 1
         return False

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .asr import StreamingAsr
+from .asr_events import AsrEvent, BackgroundRecognizer
 from .double_talk import ONSET_SHARE, ONSET_WINDOW_S, TAIL_BELOW_PEAK_DB, VOICE_OVER_NOISE_DB, EchoGuardedVad
 from .echo import ECHO_CANCELLERS, EchoCanceller
-from .echo_hearing import EchoHearing
 from .endpoint import EndpointConfig, Endpointer
 from .pcm import AsrError
 from .recognizers import DEFAULT_RECOGNIZER, RECOGNIZERS, make_recognizer
@@ -58,22 +58,43 @@ class EarSettings:
 
 
 class Ear:
-    """One built chain: `hear` each captured chunk, then feed `asr` what it returns."""
+    """One built chain: each captured chunk through the echo front-end (when it runs), whose
+    EchoedChunk the voice detector and the recognizer read, into `asr`."""
 
     def __init__(self, asr: StreamingAsr, echo: EchoCanceller | None = None, guarded_vad: EchoGuardedVad | None = None):
         self.asr = asr
         self.echo = echo
         self.guarded_vad = guarded_vad
-        self.hearing = EchoHearing(echo, guarded_vad) if echo is not None else None
+        self.over_echo = False  # the last chunk may hold the robot's voice
 
-    def hear(self, pcm: bytes, captured_s: float) -> bytes:
-        """The chunk captured at `captured_s` (the reference's clock) as the recognizer
-        reads it: less the robot's voice when the canceller runs."""
-        return pcm if self.hearing is None else self.hearing.chunk(self.asr, pcm, captured_s)
+    def _front_end(self, pcm: bytes, captured_s: float) -> bytes:
+        """The chunk captured at `captured_s` (the reference's clock) as the recognizer reads
+        it: less the robot's voice, the guarded detector given its own copy."""
+        if self.echo is None:
+            return pcm
+        chunk = self.echo.process(pcm, captured_s)
+        self.guarded_vad.take(chunk, utterance_open=self.asr.in_utterance)
+        self.over_echo = chunk.echo_present
+        return chunk.audio
+
+    def feed(self, pcm: bytes, captured_s: float = 0.0) -> list[AsrEvent]:
+        """Hear one microphone chunk: the recognizer's events."""
+        return self.asr.feed(self._front_end(pcm, captured_s), over_echo=self.over_echo)
+
+    def skip(self, pcm: bytes, captured_s: float = 0.0) -> list[AsrEvent]:
+        """One chunk not listened to (the microphone muted while the robot speaks): the
+        canceller still hears it, the recognizer only counts its time."""
+        events = self.asr.skip(self._front_end(pcm, captured_s))
+        if self.guarded_vad is not None:
+            self.guarded_vad.forget()  # the recognizer dropped what it held: so does the detector
+        return events
 
     def voice_began(self, t: float) -> float:
-        """When an utterance opened at stream time `t` began (over the echo: earlier)."""
-        return t if self.hearing is None else self.hearing.voice_began(self.asr, t)
+        """When an utterance opened at stream time `t` began: over the echo, where the
+        detector first heard its voice (it is counted late there)."""
+        if not self.over_echo:
+            return t
+        return min(t, self.asr.stream_time - self.guarded_vad.voice_run_s)
 
     def close(self) -> None:
         self.asr.close()
@@ -98,9 +119,9 @@ class Ear:
     def recognizer_load(self) -> dict:
         """A background recognizer's lag (audio in -> its words out) and call cost, p50/p90 (s)."""
         recognizer = self.asr.recognizer
-        lags, calls = list(getattr(recognizer, "lags", ())), list(getattr(recognizer, "calls", ()))
-        if not lags:
+        if not isinstance(recognizer, BackgroundRecognizer) or not recognizer.lags:
             return {}
+        lags, calls = list(recognizer.lags), list(recognizer.calls)
         pick = lambda values, q: round(float(np.quantile(values, q)), 3)  # noqa: E731
         return {
             "recognizer_lag_p50_s": pick(lags, 0.5),

@@ -43,6 +43,7 @@ HISTORY_S = 5.0  # reference kept before the newest microphone audio
 LEARNING_S = 3.0
 CONTIGUOUS_S = 0.02  # a chunk stamped this close to the previous one's end follows it (a lost one leaves a gap)
 SILENCE_PEAK = 64  # a reference chunk no louder than this is silence (int16)
+ECHO_TAIL_S = 0.5  # the room's reverberation and the canceller's own lag after the robot falls silent
 
 
 class ReferenceTimeline:
@@ -134,15 +135,21 @@ class StreamClock:
         return start
 
 
-class Cancelled(NamedTuple):
-    """The canceller's output, two versions of the same stretch of time. `audio`, for the
-    recognizer: the microphone less the echo Speex's linear filter predicts, which keeps
-    the words a user says over the robot (AEC3's suppressor takes the first ones out).
-    `for_voice`, for the voice detector: AEC3's suppressed output with its leaks silenced,
-    where the robot's residue is too faint to pass for a user (docs/results/echo.md)."""
+class EchoedChunk(NamedTuple):
+    """The echo front-end's output for one microphone chunk: what the rest of the ear
+    reads, and all it reads of the canceller.  Two versions of the same stretch of time:
+    `audio`, for the recognizer: the microphone less the echo Speex's linear filter
+    predicts, which keeps the words a user says over the robot (AEC3's suppressor takes
+    the first ones out); `for_voice`, for the voice detector: AEC3's suppressed output with
+    its leaks silenced, where the robot's residue is too faint to pass for a user
+    (docs/results/echo.md).  `echo_present`: the robot played within ECHO_TAIL_S of the
+    chunk's capture, so its voice may be in it; `learning`: the canceller has not learned
+    the room yet (no voice can be told from its residue over the echo)."""
 
     audio: bytes
     for_voice: bytes
+    echo_present: bool = False
+    learning: bool = False
 
 
 class EchoCanceller:
@@ -176,9 +183,9 @@ class EchoCanceller:
         """AEC3 is still learning the room: its first LEARNING_S of the robot's voice."""
         return self.reference_heard_s < LEARNING_S
 
-    def process(self, mic: bytes, t_s: float) -> Cancelled:
-        """`mic`: 16 kHz int16 captured from `t_s` on; returns the cleaned audio, whole
-        10 ms frames only (a remainder waits for the next call)."""
+    def process(self, mic: bytes, t_s: float) -> EchoedChunk:
+        """`mic`: 16 kHz int16 captured from `t_s` on (the reference's clock); returns the
+        cleaned audio, whole 10 ms frames only (a remainder waits for the next call)."""
         if not self._pending:
             self._pending_t = t_s
         audio = self._pending + mic
@@ -205,4 +212,4 @@ class EchoCanceller:
             with METER.stage("echo leak gate"):
                 for_voice += self.leaks.gate(mic_frame, reference, cleaned).tobytes()
         self._pending_t += whole / 2 / SAMPLE_RATE
-        return Cancelled(bytes(out), bytes(for_voice))
+        return EchoedChunk(bytes(out), bytes(for_voice), self.reference.sounding(t_s, ECHO_TAIL_S), self.learning)

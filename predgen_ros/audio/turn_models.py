@@ -33,6 +33,7 @@ class SileroVad:
     """Speech or not, per 512-sample frame of 16 kHz int16 audio."""
 
     frame_bytes = 1024
+    voice_run_s = 0.0  # it counts every voice it hears at once (audio/vad.py)
     _CONTEXT = 64  # samples of the frame before, which the model reads with each frame
 
     def __init__(self, threshold: float = 0.5):

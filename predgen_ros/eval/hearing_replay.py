@@ -78,16 +78,16 @@ def replayed_voice(mic: np.ndarray, reference: np.ndarray, settings: EarSettings
     inputs, opens, with its voice's span."""
     mic, reference = mic.astype(np.int16), reference.astype(np.int16)
     ear = build_ear(settings, recognizer=_NoRecognizer())
-    canceller, guarded, asr = ear.echo, ear.guarded_vad, ear.asr
+    canceller, asr = ear.echo, ear.asr
     spans: list[VoiceSpan] = []
     for at in range(0, len(mic) - CHUNK + 1, CHUNK):
         t = at / SAMPLE_RATE
         for k in range(0, CHUNK, FRAME):  # the reference as paired: each frame's own
             canceller.played(t + k / SAMPLE_RATE, reference[at + k : at + k + FRAME].tobytes())
-        asr.feed(ear.hear(mic[at : at + CHUNK].tobytes(), t))
+        ear.feed(mic[at : at + CHUNK].tobytes(), t)
         for what, stamped in asr.voice_changes():
             if what in ("start", "resumed"):
-                spans.append(VoiceSpan(t + CHUNK / SAMPLE_RATE, ear.voice_began(stamped), None, guarded.echo_present))
+                spans.append(VoiceSpan(t + CHUNK / SAMPLE_RATE, ear.voice_began(stamped), None, ear.over_echo))
             elif what == "end" and spans:
                 spans[-1].ended = stamped
     return spans

@@ -42,14 +42,11 @@ class HearingLoop:
             heard_s += len(pcm) / (2 * SAMPLE_RATE)
             self.stream_t0 = time.time() - heard_s
             echo = ear.echo
-            pcm = ear.hear(pcm, echo.clock.captured(time.time(), len(pcm) // 2) if echo is not None else 0.0)
+            captured_s = echo.clock.captured(time.time(), len(pcm) // 2) if echo is not None else 0.0
             # after an early final the user may go on: hear it (tts_node stops on the partial)
             muted = node.robot_speaking and node.mutes() and not asr.listening_for_more()
             node.state = AsrState.MUTED if muted else AsrState.LISTENING
-            events = asr.skip(pcm) if muted else asr.feed(pcm)
-            if muted and ear.guarded_vad is not None:
-                ear.guarded_vad.forget()  # the recognizer skipped this audio and dropped what it held
-            self._hand_on(events)
+            self._hand_on(ear.skip(pcm, captured_s) if muted else ear.feed(pcm, captured_s))
         self._hand_on(asr.finish_stream())
         node.state = AsrState.INPUT_FINISHED
 
