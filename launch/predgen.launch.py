@@ -75,7 +75,7 @@ def _nodes(context):
         if value:
             overrides[node][parameter] = value
     actions = []
-    # asr_backend:=text starts the simulated user (eval/text_user.py, parameters text.*) in asr_node's place
+    # asr_backend:=text starts the simulated user (eval/graph/text_user.py, parameters text.*) in asr_node's place
     typed = overrides["asr_node"].get("asr.backend") == "text"
     for node in HALVES.get(half, NODES):
         node = "text_user" if typed and node == "asr_node" else node

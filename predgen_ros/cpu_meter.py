@@ -1,6 +1,6 @@
 """CPU seconds of stages that share a thread: asr_node's audio loop runs the voice detector,
 the echo canceller and Smart Turn one after the other, so /proc's per-thread figures
-(eval/cpu_budget.py) cannot split them.  Each stage adds its thread's CPU time
+(eval/graph/cpu_budget.py) cannot split them.  Each stage adds its thread's CPU time
 (`time.thread_time`) while it runs; nodes publish the sums on /diagnostics as
 `cpu_<stage>_s`.  Work a stage hands to threads of its own (a native pool) is not counted.
 """

@@ -1,5 +1,5 @@
 """OS names for the threads that do each stage's work, so that a CPU budget can tell from
-/proc whose work a thread's CPU time was (eval/cpu_budget.py).
+/proc whose work a thread's CPU time was (eval/graph/cpu_budget.py).
 
 Python's thread names stay inside Python; Linux shows each thread's `comm` (at most 15
 characters).  Native thread pools (CTranslate2's, ONNX Runtime's) start their threads

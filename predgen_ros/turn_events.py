@@ -12,7 +12,7 @@ hands on its words, and the writer's stream (a restarted asr_node numbers afresh
 
 so `ended_early` is always followed by `confirmed`, or by `reopened` and then the utterance's
 `text` and `ended`/`ended_early` again, or `confirmed` when that voice made no word.  Whether
-the user went on is decided once, by the ear (audio/asr.py `StreamingAsr.voice_changes`); the
+the user went on is decided once, by the ear (audio/recognition/asr.py `StreamingAsr.voice_changes`); the
 writer only numbers what it decided, and listeners follow the numbers.
 
 On the wire an event is a std_msgs/String holding one JSON object with exactly the fields of

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from predgen_ros.audio.pcm import SAMPLE_RATE
-from predgen_ros.eval.hearing_replay import align, graph_pauses, read_inputs, replayed_voice_starts
+from predgen_ros.eval.hearing.hearing_replay import align, graph_pauses, read_inputs, replayed_voice_starts
 
 WINDOW_S = 1.0
 HOP_S = 0.5

@@ -24,8 +24,8 @@ import numpy as np
 import onnxruntime
 from threadpoolctl import threadpool_limits
 
-from predgen_ros.audio.tts import PiperSynthesizer
-from predgen_ros.audio.whisper import WhisperTranscriber
+from predgen_ros.audio.recognition.whisper import WhisperTranscriber
+from predgen_ros.audio.speech.tts import PiperSynthesizer
 
 CLAUSE = "I'm sorry, I'm not equipped"
 
@@ -54,7 +54,7 @@ def piper_default_threads(synth: PiperSynthesizer) -> PiperSynthesizer:
     """The same voice in ONNX Runtime's default session (as PiperVoice.load makes it)."""
     from piper import PiperVoice
 
-    from predgen_ros.audio.tts import default_voice_path
+    from predgen_ros.audio.speech.tts import default_voice_path
 
     synth.voice.session = PiperVoice.load(str(default_voice_path())).session
     return synth

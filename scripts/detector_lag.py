@@ -1,7 +1,7 @@
 """The voice detector's end of speech after the true end, heard as asr_node hears it.
 
 A bag's user audio goes through asr_node's echo canceller and guarded voice detector
-(audio/ear.py, audio/double_talk.py) with the fixed 0.5 s endpoint, as in the
+(audio/ear.py, audio/echo/double_talk.py) with the fixed 0.5 s endpoint, as in the
 graph with the robot silent; per question: the end of speech of its last final minus the
 true end (the bag's marker), and how many finals it made (more than one: the utterance was
 split at a pause).  Once with the room's tail rule (double_talk.TAIL_BELOW_PEAK_DB, the
@@ -20,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from predgen_ros.audio.double_talk import TAIL_BELOW_PEAK_DB
 from predgen_ros.audio.ear import EarSettings, build_ear
+from predgen_ros.audio.echo.double_talk import TAIL_BELOW_PEAK_DB
 from predgen_ros.audio.pcm import SAMPLE_RATE
-from predgen_ros.eval.endpoints import load_audio
+from predgen_ros.eval.hearing.endpoints import load_audio
 from predgen_ros.events import Heard
 
 

@@ -15,7 +15,7 @@ onset up to GUARD_S before it):
   echo alone is a filtered copy of the reference, near 1; a second talker lowers it.
 
 For each barge-in it also prints when the shipped hearing opened an utterance (the replay,
-as eval/hearing_replay.py) and when a coherence rule (COHERENCE_BELOW on RUN_OF of the last
+as eval/hearing/hearing_replay.py) and when a coherence rule (COHERENCE_BELOW on RUN_OF of the last
 RUN_IN frames) first fired.
 
     .venv/bin/python scripts/double_talk_evidence.py graph-out
@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from predgen_ros.audio.echo import FRAME, EchoCanceller
+from predgen_ros.audio.echo.canceller import FRAME, EchoCanceller
 from predgen_ros.audio.pcm import SAMPLE_RATE
-from predgen_ros.eval.hearing_replay import (
+from predgen_ros.eval.hearing.hearing_replay import (
     EVENT_AFTER_S,
     EVENT_BEFORE_S,
     align,

@@ -2,7 +2,7 @@
 
 Piper speaks a sentence, then a robot reply from a loudspeaker 0.3 m from the
 microphone and, in half of the trials, a user barges in from 1–2 m 3 s into the reply,
-in seeded simulated rooms (eval/echo_room.py, RT60 0.3–0.6 s, noise ~25 dB SNR); with
+in seeded simulated rooms (eval/hearing/echo_room.py, RT60 0.3–0.6 s, noise ~25 dB SNR); with
 `--robot-stops-after-s` the reply ends that long into the barge-in, as a robot that
 pauses for the user.  Each canceller gets the microphone's audio and what the
 loudspeaker played, the reference `--delay-ms` ahead of its echo (the sink's buffer,
@@ -25,14 +25,14 @@ import time
 
 import numpy as np
 
-from predgen_ros.audio.echo import FRAME, EchoCanceller
-from predgen_ros.audio.linear_echo import LinearEchoFilter
+from predgen_ros.audio.echo.canceller import FRAME, EchoCanceller
+from predgen_ros.audio.echo.linear_echo import LinearEchoFilter
 from predgen_ros.audio.pcm import SAMPLE_RATE, to_pcm16k
-from predgen_ros.audio.tts import PiperSynthesizer
-from predgen_ros.audio.vad import make_vad
-from predgen_ros.audio.whisper import WhisperTranscriber
-from predgen_ros.eval.asr_quality import reference_words, word_errors
-from predgen_ros.eval.echo_room import echo_paths
+from predgen_ros.audio.recognition.vad import make_vad
+from predgen_ros.audio.recognition.whisper import WhisperTranscriber
+from predgen_ros.audio.speech.tts import PiperSynthesizer
+from predgen_ros.eval.hearing.asr_quality import reference_words, word_errors
+from predgen_ros.eval.hearing.echo_room import echo_paths
 
 REPLY = (
     "Sure. I set a timer for ten minutes, and I will tell you when it is done. "
@@ -51,7 +51,7 @@ MIC_PEAK = 16000  # -6 dBFS
 
 
 class Speex:
-    """Speex's linear filter alone (audio/linear_echo.py)."""
+    """Speex's linear filter alone (audio/echo/linear_echo.py)."""
 
     def run(self, mic: np.ndarray, ref: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         linear = LinearEchoFilter(FRAME)

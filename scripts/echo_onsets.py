@@ -1,8 +1,8 @@
 """When does asr_node hear a voice over the robot's own? Offline, in the evaluation's rooms.
 
-The microphone of `eval-interruptions --robot-in-mic` (eval/echo_mic.py: the robot's
+The microphone of `eval-interruptions --robot-in-mic` (eval/hearing/echo_mic.py: the robot's
 Piper voice from a loudspeaker 0.3 m away, seeded rooms, noise) and asr_node's hearing
-of it (audio/echo.py's canceller and leak gate, audio/double_talk.py's guarded voice
+of it (audio/echo/canceller.py's canceller and leak gate, audio/echo/double_talk.py's guarded voice
 detector), without ROS and in faster than real time.  Per room: replies said sentence by
 sentence with the gaps of a player waiting for Piper, with nothing said over them (a
 voiced frame counted over one is a self-pause through the graph), and replies with a
@@ -20,12 +20,12 @@ import re
 
 import numpy as np
 
-from predgen_ros.audio.double_talk import ONSET_SHARE, ONSET_WINDOW_S, VOICE_OVER_NOISE_DB, EchoGuardedVad
-from predgen_ros.audio.echo import EchoCanceller
+from predgen_ros.audio.echo.canceller import EchoCanceller
+from predgen_ros.audio.echo.double_talk import ONSET_SHARE, ONSET_WINDOW_S, VOICE_OVER_NOISE_DB, EchoGuardedVad
 from predgen_ros.audio.pcm import AUDIO_CHUNK_MS, SAMPLE_RATE, to_pcm16k
-from predgen_ros.audio.tts import PiperSynthesizer
-from predgen_ros.audio.vad import make_vad
-from predgen_ros.eval.echo_mic import RoomMicrophone, probe_speech
+from predgen_ros.audio.recognition.vad import make_vad
+from predgen_ros.audio.speech.tts import PiperSynthesizer
+from predgen_ros.eval.hearing.echo_mic import RoomMicrophone, probe_speech
 
 REPLIES = (
     "Weather is what the sky does today: rain, sun, wind. Climate is the pattern of weather over many years.",

@@ -1,7 +1,7 @@
 """What asr_node makes of speech over the robot, offline: the interruption bag's events through its hearing.
 
 Per trial of a bag made by `predgen-ros make-interruption-bag`: a Piper reply from the
-loudspeaker of a seeded room (eval/echo_mic.py, as `eval-interruptions --robot-in-mic`),
+loudspeaker of a seeded room (eval/hearing/echo_mic.py, as `eval-interruptions --robot-in-mic`),
 the trial's event said into it `after_s` after the reply began, and asr_node's hearing
 chunk by chunk (audio/ear.py: the canceller, the guarded voice detector, the
 streaming Whisper recognizer) with its turn owner (turn_taking.py), whose pause, resume
@@ -32,13 +32,13 @@ import numpy as np
 from echo_onsets import MIC_CHUNK_S, REPLIES, TTS_CHUNK_S, Voice
 from tqdm import tqdm
 
-from predgen_ros.audio.asr_events import AsrEvent, in_order
 from predgen_ros.audio.ear import EarSettings, build_ear
 from predgen_ros.audio.heard_audio import CancellerInputs, HeardAudio
 from predgen_ros.audio.pcm import SAMPLE_RATE
-from predgen_ros.audio.recognizers import make_recognizer
-from predgen_ros.eval.echo_mic import RoomMicrophone, probe_speech
-from predgen_ros.eval.interruption_bag import read_interruption_bag
+from predgen_ros.audio.recognition.asr_events import AsrEvent, in_order
+from predgen_ros.audio.recognition.recognizers import make_recognizer
+from predgen_ros.eval.barge_in.interruption_bag import read_interruption_bag
+from predgen_ros.eval.hearing.echo_mic import RoomMicrophone, probe_speech
 from predgen_ros.turn_taking import TurnOwner, TurnRules
 from predgen_ros.turn_taking import Voice as Decision
 

@@ -28,7 +28,7 @@ from diagnostic_msgs.msg import KeyValue
 from rclpy.serialization import deserialize_message
 from std_msgs.msg import Header, String
 
-from predgen_ros.eval.bags import read_bag
+from predgen_ros.eval.bag_replay.bags import read_bag
 from predgen_ros.transcripts import same_words
 
 TYPES = {

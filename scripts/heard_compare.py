@@ -18,7 +18,7 @@ import numpy as np
 
 from predgen_ros.audio.heard_audio import INDEX
 from predgen_ros.audio.pcm import SAMPLE_RATE, read_wav
-from predgen_ros.eval.asr_quality import reference_words, word_errors
+from predgen_ros.eval.hearing.asr_quality import reference_words, word_errors
 
 ONSET_S = 0.5
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from rclpy.serialization import deserialize_message
 from std_msgs.msg import Header, String
 
-from predgen_ros.eval.bags import read_bag
+from predgen_ros.eval.bag_replay.bags import read_bag
 
 TOPICS = ["/predgen/candidate", "/asr/final", "/tts/say", "/tts/first_audio"]
 LOOK_BACK_S = 3.0  # candidates of a turn come within this of its final

@@ -2,8 +2,8 @@
 
 Replays the canceller inputs an `eval-interruptions --robot-in-mic N --keep-heard` run
 recorded through asr_node's hearing, once as shipped and once per `--variant` (the
-guarded detector's settings, audio/double_talk.py), and scores every voice start it
-opens over the robot's echo against the run's trials (predgen_ros/eval/hearing_replay.py):
+guarded detector's settings, audio/echo/double_talk.py), and scores every voice start it
+opens over the robot's echo against the run's trials (predgen_ros/eval/hearing/hearing_replay.py):
 a barge-in's latency from its onset to the start (the graph adds the pause's way to the
 loudspeaker), the acknowledgements and bursts that paused the robot (a pause, not a stop:
 stopping needs words), the barge-ins no start was found for, and the starts no event
@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from predgen_ros.audio.double_talk import ONSET_SHARE, ONSET_WINDOW_S, VOICE_OVER_NOISE_DB
 from predgen_ros.audio.ear import EarSettings
+from predgen_ros.audio.echo.double_talk import ONSET_SHARE, ONSET_WINDOW_S, VOICE_OVER_NOISE_DB
 from predgen_ros.audio.pcm import SAMPLE_RATE
-from predgen_ros.eval.hearing_replay import align, graph_pauses, load_trials, read_inputs, replayed_voice_starts, score
+from predgen_ros.eval.hearing.hearing_replay import align, graph_pauses, load_trials, read_inputs, replayed_voice_starts, score
 
 SETTINGS = {"share": ONSET_SHARE, "window": ONSET_WINDOW_S, "over_noise": VOICE_OVER_NOISE_DB}
 

@@ -20,11 +20,11 @@ import statistics
 from pathlib import Path
 
 from predgen_ros.audio.ear import EarSettings, build_ear
-from predgen_ros.audio.endpoint import EndpointConfig
 from predgen_ros.audio.pcm import SAMPLE_RATE
-from predgen_ros.audio.turn_models import SmartTurn
-from predgen_ros.eval.endpoint_sweep import CLOSING_TOLERANCE_S, PAUSES_S, PauseRecorder
-from predgen_ros.eval.endpoints import load_audio
+from predgen_ros.audio.recognition.endpoint import EndpointConfig
+from predgen_ros.audio.recognition.turn_models import SmartTurn
+from predgen_ros.eval.hearing.endpoint_sweep import CLOSING_TOLERANCE_S, PAUSES_S, PauseRecorder
+from predgen_ros.eval.hearing.endpoints import load_audio
 
 OBSERVE_S = 1.5  # longer than any pause length asked about
 

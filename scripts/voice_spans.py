@@ -2,7 +2,7 @@
 `turn.min_speech_s` is compared with, from a graph run's own audio.
 
 Replays the canceller inputs an `eval-interruptions --robot-in-mic N --keep-heard` run
-recorded through asr_node's hearing (predgen_ros/eval/hearing_replay.py), places the
+recorded through asr_node's hearing (predgen_ros/eval/hearing/hearing_replay.py), places the
 run's trials on the recording by the graph's own pauses, and prints, per kind of event,
 the voiced span of the utterance each event opened (where the voice began, read back over
 the echo, to its last end): acknowledgements and bursts must stay under
@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from predgen_ros.eval.hearing_replay import (
+from predgen_ros.eval.hearing.hearing_replay import (
     EVENT_AFTER_S,
     EVENT_BEFORE_S,
     align,

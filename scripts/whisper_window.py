@@ -15,10 +15,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from predgen_ros.audio import whisper  # noqa: E402
 from predgen_ros.audio.pcm import to_pcm16k  # noqa: E402
-from predgen_ros.audio.tts import PiperSynthesizer  # noqa: E402
-from predgen_ros.eval.asr_quality import reference_words, word_errors  # noqa: E402
+from predgen_ros.audio.recognition import whisper  # noqa: E402
+from predgen_ros.audio.speech.tts import PiperSynthesizer  # noqa: E402
+from predgen_ros.eval.hearing.asr_quality import reference_words, word_errors  # noqa: E402
 
 DATA = Path(__file__).resolve().parent.parent / "predgen_ros" / "data"
 

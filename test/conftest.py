@@ -133,7 +133,7 @@ def piper_voice():
     import numpy as np
 
     from predgen_ros.audio.pcm import to_pcm16k
-    from predgen_ros.audio.tts import PiperSynthesizer
+    from predgen_ros.audio.speech.tts import PiperSynthesizer
 
     synth = PiperSynthesizer(reproducible=True)
 

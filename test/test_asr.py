@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from predgen_ros.audio.asr import StreamingAsr
 from predgen_ros.audio.pcm import AsrError, chunks, read_wav, to_pcm16k
-from predgen_ros.audio.recognizers import make_recognizer
-from predgen_ros.audio.tts import PiperSynthesizer
+from predgen_ros.audio.recognition.asr import StreamingAsr
+from predgen_ros.audio.recognition.recognizers import make_recognizer
+from predgen_ros.audio.speech.tts import PiperSynthesizer
 
 pytestmark = pytest.mark.e2e
 

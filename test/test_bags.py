@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from predgen_ros.audio.text_asr import Question
-from predgen_ros.eval.bags import BagError, read_bag, write_bag
-from predgen_ros.eval.make_bag import BagSettings, bag_messages
+from predgen_ros.audio.recognition.text_asr import Question
+from predgen_ros.eval.bag_replay.bags import BagError, read_bag, write_bag
+from predgen_ros.eval.bag_replay.make_bag import BagSettings, bag_messages
 
 pytestmark = pytest.mark.e2e
 

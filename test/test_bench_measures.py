@@ -9,9 +9,9 @@ from user_turns import user_of
 from predgen_ros.engine.config import VerifierRule
 from predgen_ros.engine.sentences import SentenceRules
 from predgen_ros.engine.session import ConfigError, EngineConfig
-from predgen_ros.eval.bench import context_history
-from predgen_ros.eval.frontier import frontier_variants, parse_setting
-from predgen_ros.eval.questions import QuestionError, load_questions
+from predgen_ros.eval.benchmark.bench import context_history
+from predgen_ros.eval.benchmark.frontier import frontier_variants, parse_setting
+from predgen_ros.eval.benchmark.questions import QuestionError, load_questions
 from predgen_ros.eval.records import TurnRecord, mark_matches, summarize, summarize_by_duration
 from predgen_ros.eval.report import format_duration_table
 
@@ -148,7 +148,7 @@ def test_the_frontier_compares_every_setting_with_one_baseline():
 
 
 def test_both_turns_are_asked_with_distinct_ids():
-    from predgen_ros.eval.bench_job import questions_of_turns
+    from predgen_ros.eval.benchmark.bench_job import questions_of_turns
 
     questions = questions_of_turns(None, 2, [1, 2])
     assert [q.qid for q in questions] == ["81", "82", "81.2", "82.2"]

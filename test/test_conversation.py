@@ -24,7 +24,8 @@ from types import SimpleNamespace
 import pytest
 
 from predgen_ros.engine.session import EngineConfig, Session
-from predgen_ros.eval.bench import deliver
+from predgen_ros.eval.benchmark.bench import deliver
+from predgen_ros.eval.benchmark.questions import speak
 from predgen_ros.eval.conversation import (
     RelevanceScorer,
     contrast_questions,
@@ -32,7 +33,6 @@ from predgen_ros.eval.conversation import (
     mark_repeated_openings,
     opening,
 )
-from predgen_ros.eval.questions import speak
 
 pytestmark = pytest.mark.e2e
 

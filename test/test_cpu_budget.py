@@ -1,4 +1,4 @@
-"""The CPU budget (eval/cpu_budget.py): threads read from /proc by their OS names, CPU cut by
+"""The CPU budget (eval/graph/cpu_budget.py): threads read from /proc by their OS names, CPU cut by
 a turn's stamps, and the stage meter of a shared thread (cpu_meter.py)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from predgen_ros.cpu_meter import CpuMeter
-from predgen_ros.eval.cpu_budget import ThreadSampler, TurnWindows, budget, cpu_between, format_budget, stage_of
+from predgen_ros.eval.graph.cpu_budget import ThreadSampler, TurnWindows, budget, cpu_between, format_budget, stage_of
 from predgen_ros.os_threads import named_threads, thread_name
 
 

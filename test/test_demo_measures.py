@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from predgen_ros.audio.pcm import SAMPLE_RATE
-from predgen_ros.eval.graph_demo import conversation_measures, from_true_end, measures_table, voiced_span_s, with_replies
+from predgen_ros.eval.graph.graph_demo import conversation_measures, from_true_end, measures_table, voiced_span_s, with_replies
 
 
 def report(first_sentence):

@@ -12,7 +12,7 @@ import pytest
 import rclpy
 
 from predgen_ros.audio.pcm import SAMPLE_RATE
-from predgen_ros.eval.interruptions import CHUNK_S, GRAPH_OVERRIDES, NODES, REPLY_TIMEOUT_S, USER_ALONE, Recorder
+from predgen_ros.eval.barge_in.interruptions import CHUNK_S, GRAPH_OVERRIDES, NODES, REPLY_TIMEOUT_S, USER_ALONE, Recorder
 from predgen_ros.nodes.bringup import Graph, default_params_file
 from predgen_ros.turn_taking import CUT_OFF_MARK
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from predgen_ros.audio.double_talk import EchoGuardedVad
-from predgen_ros.audio.echo import EchoedChunk, ReferenceTimeline
+from predgen_ros.audio.echo.canceller import EchoedChunk, ReferenceTimeline
+from predgen_ros.audio.echo.double_talk import EchoGuardedVad
 from predgen_ros.audio.pcm import SAMPLE_RATE
 
 
@@ -227,8 +227,8 @@ def test_guard_settings_out_of_range_are_named(window, share, named):
 def test_the_simulated_loudspeaker_plays_its_queue_back_to_back_and_late_chunks_after_a_gap():
     """eval's room: a chunk handed over while the card still plays goes right after the one
     before; one handed over after the card ran dry plays OUTPUT_LATENCY_S after it came."""
-    from predgen_ros.eval.echo_mic import OUTPUT_LATENCY_S, RoomMicrophone
-    from predgen_ros.eval.echo_room import EchoPaths
+    from predgen_ros.eval.hearing.echo_mic import OUTPUT_LATENCY_S, RoomMicrophone
+    from predgen_ros.eval.hearing.echo_room import EchoPaths
 
     room = RoomMicrophone(np.ones(10))
     room.paths, room.gain = EchoPaths(None, np.array([1.0]), np.array([1.0])), 1.0  # a dry room
@@ -251,8 +251,8 @@ def test_a_chunk_whose_message_came_after_its_time_loses_only_its_overdue_part()
     """eval's room: tts/reference reaching the evaluation after the microphone passed the
     chunk's play time drops the samples already due; the rest of the reply stays on its
     stamps, as a sound card on the robot would have played it."""
-    from predgen_ros.eval.echo_mic import OUTPUT_LATENCY_S, RoomMicrophone
-    from predgen_ros.eval.echo_room import EchoPaths
+    from predgen_ros.eval.hearing.echo_mic import OUTPUT_LATENCY_S, RoomMicrophone
+    from predgen_ros.eval.hearing.echo_room import EchoPaths
 
     room = RoomMicrophone(np.ones(10))
     room.paths, room.gain = EchoPaths(None, np.array([1.0]), np.array([1.0])), 1.0  # a dry room
@@ -275,7 +275,7 @@ def speech_like(level: float, n: int = 160, seed: int = 0) -> np.ndarray:
 
 def taught_gate():
     """An EchoLeakGate that heard the robot speak: the echo at the microphone 6 dB under the reference."""
-    from predgen_ros.audio.echo_leak import EchoLeakGate
+    from predgen_ros.audio.echo.echo_leak import EchoLeakGate
 
     gate = EchoLeakGate()
     for i in range(50):
@@ -285,7 +285,7 @@ def taught_gate():
 
 
 def test_a_well_cancelled_frame_and_one_before_the_robot_spoke_pass_as_they_are():
-    from predgen_ros.audio.echo_leak import EchoLeakGate
+    from predgen_ros.audio.echo.echo_leak import EchoLeakGate
 
     fresh = EchoLeakGate()
     out = speech_like(500)
@@ -321,10 +321,10 @@ def test_the_recognizer_hears_a_user_over_the_robot_and_the_voice_detector_hears
     the robot's echo at the microphone. Speex's linear filter (the recognizer's audio) takes
     the echo down and keeps the user; AEC3's suppressor (the voice detector's) takes the
     user out with the echo, which is why the recognizer does not hear it."""
-    from predgen_ros.audio.echo import EchoCanceller
+    from predgen_ros.audio.echo.canceller import EchoCanceller
     from predgen_ros.audio.pcm import to_pcm16k
-    from predgen_ros.audio.tts import PiperSynthesizer
-    from predgen_ros.eval.echo_room import echo_paths
+    from predgen_ros.audio.speech.tts import PiperSynthesizer
+    from predgen_ros.eval.hearing.echo_room import echo_paths
 
     synth = PiperSynthesizer(reproducible=True)
 
@@ -368,8 +368,8 @@ def test_the_recognizer_hears_a_user_over_the_robot_and_the_voice_detector_hears
 
 
 def test_without_libspeexdsp_the_canceller_says_how_to_get_it(monkeypatch):
-    from predgen_ros.audio import linear_echo
-    from predgen_ros.audio.echo import EchoCanceller
+    from predgen_ros.audio.echo import linear_echo
+    from predgen_ros.audio.echo.canceller import EchoCanceller
     from predgen_ros.audio.pcm import AsrError
 
     monkeypatch.setattr(linear_echo, "_library_candidates", lambda: ["/nonexistent/libspeexdsp.so.1"])
@@ -401,7 +401,7 @@ def test_an_utterance_opened_late_over_the_echo_reads_back_to_where_its_voice_be
     """Over the robot's echo the voice detector counts a voice late (the onset window, the
     suppressor): the recognizer reads back at least 0.6 s, and as far as the detector has
     held the voice uncounted, plus the usual 0.2 s; with no echo, the usual 0.2 s."""
-    from predgen_ros.audio.asr import StreamingAsr
+    from predgen_ros.audio.recognition.asr import StreamingAsr
 
     frames_before = 40  # 1.2 s of audio before the first counted frame
     detector = Scripted([False] * frames_before + [True] * 20)
@@ -436,8 +436,8 @@ def test_the_hearing_reads_back_and_dates_a_voice_to_where_the_detector_first_he
     """Over the echo a voice the detector hears on every other frame for 0.6 s is held
     (the onset rule), then counted: the recognizer reads back to its first frame, and
     the voice's start is dated there, not 0.6 s later where it was counted."""
-    from predgen_ros.audio.asr import PRE_ROLL_S, StreamingAsr
     from predgen_ros.audio.ear import Ear
+    from predgen_ros.audio.recognition.asr import PRE_ROLL_S, StreamingAsr
 
     answers = [False] * 10 + [True, False] * 10 + [True] * 20  # 30 ms frames; the voice from 0.3 s
     guarded = EchoGuardedVad(Scripted(answers), window_s=0.3, share=0.6)
@@ -464,7 +464,7 @@ def test_the_cancellers_inputs_are_kept_as_paired_and_show_where_the_echo_lay(tm
     import wave
     from pathlib import Path
 
-    from predgen_ros.audio.echo import EchoCanceller
+    from predgen_ros.audio.echo.canceller import EchoCanceller
     from predgen_ros.audio.heard_audio import CANCELLER_INPUTS, CancellerInputs
 
     script = Path(__file__).resolve().parents[1] / "scripts" / "canceller_lag.py"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import rclpy
 
-from predgen_ros.eval.echo_mic import RoomMicrophone, probe_speech
-from predgen_ros.eval.interruption_bag import Trial, first_voiced_s
-from predgen_ros.eval.interruptions import GRAPH_OVERRIDES, HEARING, NODES, ROBOT_IN_MIC, AudioFeed, Recorder, run_trial
+from predgen_ros.eval.barge_in.interruption_bag import Trial, first_voiced_s
+from predgen_ros.eval.barge_in.interruptions import GRAPH_OVERRIDES, HEARING, NODES, ROBOT_IN_MIC, AudioFeed, Recorder, run_trial
+from predgen_ros.eval.hearing.echo_mic import RoomMicrophone, probe_speech
 from predgen_ros.nodes.asr_params import ASR_PARAMS
 from predgen_ros.nodes.bringup import Graph, default_params_file
 from predgen_ros.turn_taking import CUT_OFF_MARK, Speech, TurnRules

@@ -114,7 +114,7 @@ def test_longer_words_without_the_asrs_resumed_are_a_new_turn(tiny_lm, make_sess
 
 def test_the_offline_scorer_estimate_equals_a_fresh_pass(smollm):
     """`predgen-ros endpoints` reuses the KV cache between growing hypotheses."""
-    from predgen_ros.eval.endpoints import TextEstimator
+    from predgen_ros.eval.hearing.endpoints import TextEstimator
 
     estimate = TextEstimator(smollm)
     for text in ("what is", "what is the capital", "what is the capital of france", "tell me a joke"):

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from predgen_ros.audio.tts import PiperSynthesizer
+from predgen_ros.audio.speech.tts import PiperSynthesizer
 from predgen_ros.cli import main
 
 pytestmark = pytest.mark.e2e

@@ -2,7 +2,7 @@
 
 import pytest
 
-from predgen_ros.audio.endpoint import EndpointConfig, Endpointer, EndpointError
+from predgen_ros.audio.recognition.endpoint import EndpointConfig, Endpointer, EndpointError
 
 CHUNK = 0.05
 
@@ -79,7 +79,7 @@ def test_smart_turn_policies_need_the_model():
 
 
 def test_roc_auc_counts_ties_half_and_needs_both_classes():
-    from predgen_ros.eval.endpoints import roc_auc
+    from predgen_ros.eval.hearing.endpoints import roc_auc
 
     assert roc_auc([0.9, 0.8], [0.1, 0.8]) == 0.875  # 3 pairs ordered, 1 tie
     assert roc_auc([0.1], [0.9]) == 0.0
@@ -87,8 +87,8 @@ def test_roc_auc_counts_ties_half_and_needs_both_classes():
 
 
 def test_the_sweep_replays_a_rule_on_recorded_pauses():
-    from predgen_ros.eval.bags import QuestionMarker
-    from predgen_ros.eval.endpoint_sweep import Pause, Rule, score_rule
+    from predgen_ros.eval.bag_replay.bags import QuestionMarker
+    from predgen_ros.eval.hearing.endpoint_sweep import Pause, Rule, score_rule
 
     def pause(t_voice_end, audio, text, longest):
         steps = [(round(0.1 * n, 1), text) for n in range(1, int(round(longest * 10)) + 1)]
@@ -119,7 +119,7 @@ def test_the_offline_tools_read_a_bags_audio_in_microphone_chunks():
     from importlib.resources import files
     from pathlib import Path
 
-    from predgen_ros.eval.endpoints import load_audio
+    from predgen_ros.eval.hearing.endpoints import load_audio
 
     sample = Path(str(files("predgen_ros") / "data" / "bags" / "sample"))
     whole, markers, t0 = load_audio(sample, chunk_ms=100)
@@ -136,7 +136,7 @@ def test_the_sweep_asks_smart_turn_at_each_rules_own_pause():
     """A policy asks Smart Turn when the pause reaches its pause_s, with that much silence
     in the model's window: the sweep records the score at each grid pause and a rule reads
     its own (it read the 0.1 s score for every pause once)."""
-    from predgen_ros.eval.endpoint_sweep import PAUSES_S, PauseRecorder, Rule
+    from predgen_ros.eval.hearing.endpoint_sweep import PAUSES_S, PauseRecorder, Rule
 
     asked = []
     recorder = PauseRecorder(

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from predgen_ros.eval.bags import question_markers, read_bag
-from predgen_ros.eval.far_field import RoomSettings, audio_pieces, draw_room, reverberate
+from predgen_ros.eval.bag_replay.bags import question_markers, read_bag
+from predgen_ros.eval.hearing.far_field import RoomSettings, audio_pieces, draw_room, reverberate
 
 pytestmark = pytest.mark.e2e
 

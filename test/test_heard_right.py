@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from user_turns import user_of
 
-from predgen_ros.eval.heard_right import (
+from predgen_ros.eval.hearing.heard_right import (
     format_heard_table,
     heard_summary,
     in_context_first_sentences,
@@ -61,7 +61,7 @@ def test_in_context_the_reference_has_the_runs_own_history(tiny_lm):
     from predgen_ros.engine.config import EngineConfig
     from predgen_ros.engine.sentences import SentenceRules
     from predgen_ros.engine.session import Session
-    from predgen_ros.eval.clock import VirtualClock
+    from predgen_ros.eval.benchmark.clock import VirtualClock
 
     config = EngineConfig(
         policy="baseline",

@@ -1,11 +1,11 @@
-"""Scoring a replayed hearing against a run's trials (predgen_ros/eval/hearing_replay.py)."""
+"""Scoring a replayed hearing against a run's trials (predgen_ros/eval/hearing/hearing_replay.py)."""
 
 import json
 
 import numpy as np
 import pytest
 
-from predgen_ros.eval.hearing_replay import align, load_trials, score
+from predgen_ros.eval.hearing.hearing_replay import align, load_trials, score
 
 WALL = 1_800_000_000.0  # the recording's first sample, on the wall clock
 

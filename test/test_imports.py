@@ -80,9 +80,28 @@ def test_cycles_finds_a_cycle_through_three_modules():
 
 def test_the_graph_sees_relative_and_lazy_imports():
     graph = import_graph()
-    assert "predgen_ros.eval.bags" in graph["predgen_ros.eval.replay"]  # from .bags import ...
-    assert "predgen_ros.audio.turn_models" in graph["predgen_ros.audio.vad"]  # imported inside make_vad
+    assert "predgen_ros.eval.bag_replay.bags" in graph["predgen_ros.eval.bag_replay.replay"]  # from .bags import ...
+    assert "predgen_ros.audio.recognition.turn_models" in graph["predgen_ros.audio.recognition.vad"]  # imported inside make_vad
 
 
 def test_the_package_has_no_import_cycle():
     assert cycles(import_graph()) == []
+
+
+AUDIO_ROLES = ("recognition", "echo", "speech")
+
+
+def test_the_audio_roles_import_none_of_each_other():
+    """audio/ by role: the recognizer, the echo front-end and the robot's voice change
+    apart; only audio/ear.py joins the echo front-end to recognition."""
+    crossings = [
+        (module, target)
+        for module, targets in import_graph().items()
+        for target in targets
+        for role in AUDIO_ROLES
+        if module.startswith(f"predgen_ros.audio.{role}.")
+        and target.startswith("predgen_ros.audio.")
+        and target.split(".")[2] in AUDIO_ROLES
+        and target.split(".")[2] != role
+    ]
+    assert crossings == []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from predgen_ros.eval.interruption_results import TrialResult, format_summary, summarize
+from predgen_ros.eval.barge_in.interruption_results import TrialResult, format_summary, summarize
 
 
 def result(kind: str, number: int, **scored) -> TrialResult:

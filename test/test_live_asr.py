@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from predgen_ros.eval.bags import BagError, read_bag
-from predgen_ros.eval.evaluate import run_eval
-from predgen_ros.eval.live_asr import CLOSING_TOLERANCE_S, LivePlayer, endpoint_overrides, load_audio_replay
-from predgen_ros.eval.replay import EvalSettings, load_replay
+from predgen_ros.eval.bag_replay.bags import BagError, read_bag
+from predgen_ros.eval.bag_replay.evaluate import run_eval
+from predgen_ros.eval.bag_replay.live_asr import CLOSING_TOLERANCE_S, LivePlayer, endpoint_overrides, load_audio_replay
+from predgen_ros.eval.bag_replay.replay import EvalSettings, load_replay
 from predgen_ros.nodes.bringup import default_params_file
 from predgen_ros.nodes.common import stamp
 

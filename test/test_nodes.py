@@ -14,7 +14,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from std_msgs.msg import Bool, Header, String
 
 from predgen_ros.audio.pcm import read_wav, to_pcm16k
-from predgen_ros.audio.tts import PiperSynthesizer
+from predgen_ros.audio.speech.tts import PiperSynthesizer
 from predgen_ros.engine.params import node_section
 from predgen_ros.nodes.bringup import MODULES, TEXT_USER, default_params_file
 from predgen_ros.nodes.common import TEXT_QOS
@@ -266,7 +266,7 @@ def test_asr_node_hears_the_requests_word_for_word_with_whisper(user_speech_wav,
     """The whisper backend in asr_node: partials grow towards the utterance, and each
     final is the request as spoken (its words; Whisper adds capitals and punctuation),
     saved with its audio to asr.record_dir."""
-    from predgen_ros.eval.asr_quality import reference_words, word_errors
+    from predgen_ros.eval.hearing.asr_quality import reference_words, word_errors
 
     partials, finals = [], []
     heard = tmp_path / "heard"

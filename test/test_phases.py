@@ -1,4 +1,4 @@
-"""The audio latency's phases (engine/metrics.py, eval/phases.py): the voice detector's lag
+"""The audio latency's phases (engine/metrics.py, eval/bag_replay/phases.py): the voice detector's lag
 behind the true end of speech is a phase of its own, apart from the endpoint."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import pytest
 
 from predgen_ros.engine.metrics import latencies
-from predgen_ros.eval.phases import TurnPhases, format_phase_table, phase_summary
+from predgen_ros.eval.bag_replay.phases import TurnPhases, format_phase_table, phase_summary
 
 REPORT = {"t_end_of_speech": "10.30", "t_final_transcript": "10.80", "t_commit": "10.85", "t_first_audio": "10.90"}
 

@@ -1,10 +1,10 @@
-"""How a reply's first sentence is cut for synthesis (audio/pieces.py)."""
+"""How a reply's first sentence is cut for synthesis (audio/speech/pieces.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from predgen_ros.audio.pieces import opening_ahead, opening_pieces
+from predgen_ros.audio.speech.pieces import opening_ahead, opening_pieces
 
 
 @pytest.mark.parametrize(

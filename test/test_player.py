@@ -8,9 +8,9 @@ import time
 import numpy as np
 import pytest
 
-from predgen_ros.audio.player import PlayerEvents, PlayerState, ReplyPlayer
-from predgen_ros.audio.sinks import NullSink
-from predgen_ros.audio.tts import Speech
+from predgen_ros.audio.speech.player import PlayerEvents, PlayerState, ReplyPlayer
+from predgen_ros.audio.speech.sinks import NullSink
+from predgen_ros.audio.speech.tts import Speech
 
 RATE = 1000  # samples a second: a 50 ms chunk is 50 samples
 

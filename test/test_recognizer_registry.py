@@ -9,7 +9,7 @@ import pytest
 
 from predgen_ros.audio.ear import EarSettings, build_ear
 from predgen_ros.audio.pcm import AsrError, chunks, read_wav
-from predgen_ros.audio.recognizers import RECOGNIZERS, RecognizerKind, make_recognizer
+from predgen_ros.audio.recognition.recognizers import RECOGNIZERS, RecognizerKind, make_recognizer
 from predgen_ros.events import Heard
 
 DATA = Path(__file__).parent / "data"
@@ -47,6 +47,6 @@ def test_a_name_the_registry_lacks_is_refused_with_the_choices():
     with pytest.raises(AsrError, match=r"asr.backend: unknown backend 'nemo' \(choose one of whisper, pocketsphinx, vosk\)"):
         EarSettings(recognizer="nemo")
     with pytest.raises(AsrError, match=r"asr.backend: text is no recognizer: .* start the text_user node"):
-        EarSettings(recognizer="text")  # a user typing texts replaces asr_node: eval/text_user.py
+        EarSettings(recognizer="text")  # a user typing texts replaces asr_node: eval/graph/text_user.py
     with pytest.raises(AsrError, match=r"unknown ASR backend 'text': choose one of whisper, pocketsphinx, vosk"):
         make_recognizer("text")

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from predgen_ros.eval.asr_quality import asr_quality, reference_words, revisions, word_errors
-from predgen_ros.eval.bags import BagError, read_bag, split_by_question
-from predgen_ros.eval.evaluate import run_eval
+from predgen_ros.eval.bag_replay.bags import BagError, read_bag, split_by_question
+from predgen_ros.eval.bag_replay.evaluate import run_eval
+from predgen_ros.eval.bag_replay.replay import EvalSettings, load_replay, question_records
+from predgen_ros.eval.hearing.asr_quality import asr_quality, reference_words, revisions, word_errors
 from predgen_ros.eval.records import TurnRecord, summarize
-from predgen_ros.eval.replay import EvalSettings, load_replay, question_records
 from predgen_ros.eval.report import format_table
 from predgen_ros.nodes.bringup import default_params_file
 

@@ -5,7 +5,7 @@ import wave
 import numpy as np
 import pytest
 
-from predgen_ros.audio.sinks import SinkError, make_sink
+from predgen_ros.audio.speech.sinks import SinkError, make_sink
 
 
 def test_wav_sink_writes_one_file_per_reply(tmp_path):

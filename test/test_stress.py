@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from predgen_ros.eval.stress import FAULTS, StressSettings, run_stress, soak_utterances
+from predgen_ros.eval.graph.stress import FAULTS, StressSettings, run_stress, soak_utterances
 from predgen_ros.nodes.bringup import TEXT_USER, default_params_file
 
 

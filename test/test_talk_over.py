@@ -1,4 +1,4 @@
-"""What an early start costs the user (eval/talk_over.py), and the live replay's per-question record of it."""
+"""What an early start costs the user (eval/bag_replay/talk_over.py), and the live replay's per-question record of it."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from std_msgs.msg import Bool, Header, String
 
-from predgen_ros.eval.live_asr import LivePlayer, endpoint_summary
-from predgen_ros.eval.replay import GraphRun, load_replay
-from predgen_ros.eval.talk_over import speaking_spans, talk_over_s, words_lost
+from predgen_ros.eval.bag_replay.live_asr import LivePlayer, endpoint_summary
+from predgen_ros.eval.bag_replay.replay import GraphRun, load_replay
+from predgen_ros.eval.bag_replay.talk_over import speaking_spans, talk_over_s, words_lost
 from predgen_ros.nodes.common import stamp
 
 SAMPLE = Path(str(files("predgen_ros") / "data" / "bags" / "sample"))

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from piper import PiperVoice
 
-from predgen_ros.audio.tts import PiperSynthesizer, default_voice_path
+from predgen_ros.audio.speech.tts import PiperSynthesizer, default_voice_path
 
 pytestmark = pytest.mark.e2e
 
@@ -40,7 +40,7 @@ def test_cache_keeps_the_most_recent_sentences_only():
 def test_a_reproducible_synthesizer_speaks_the_same_samples_in_another_process():
     """make-bag's speech: the same bag from the same questions on any run."""
     code = (
-        "import hashlib; from predgen_ros.audio.tts import PiperSynthesizer; "
+        "import hashlib; from predgen_ros.audio.speech.tts import PiperSynthesizer; "
         f"print(hashlib.sha1(PiperSynthesizer(reproducible=True).synthesize({SENTENCE!r}).samples.tobytes()).hexdigest())"
     )
     here = hashlib.sha1(PiperSynthesizer(reproducible=True).synthesize(SENTENCE).samples.tobytes()).hexdigest()

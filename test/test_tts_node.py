@@ -92,7 +92,7 @@ def barge_in_after_a_second(listener, graph) -> float:
 
 @pytest.mark.parametrize("tts", ["topic"], indirect=True)
 def test_barge_in_stops_speech_mid_sentence(tts):
-    from predgen_ros.audio.tts import PiperSynthesizer
+    from predgen_ros.audio.speech.tts import PiperSynthesizer
 
     graph, listener, _ = tts
     barge_in_after_a_second(listener, graph)
@@ -194,7 +194,7 @@ def test_only_a_candidates_opening_is_presynthesized(tts):
 def test_a_long_first_sentence_starts_after_its_opening_and_plays_whole_once(tts):
     """The opening ("Robots that listen while you speak") is synthesized alone, the rest
     while it plays; the reply's audio is both pieces, once, and one first audio."""
-    from predgen_ros.audio.tts import PiperSynthesizer
+    from predgen_ros.audio.speech.tts import PiperSynthesizer
 
     graph, listener, wav_dir = tts
     listener.say.publish(String(data=LONG))

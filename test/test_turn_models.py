@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from predgen_ros.audio.asr import StreamingAsr
-from predgen_ros.audio.asr_events import AsrEvent, in_order
-from predgen_ros.audio.double_talk import EchoGuardedVad
-from predgen_ros.audio.echo import EchoedChunk
-from predgen_ros.audio.endpoint import EndpointConfig, Endpointer
+from predgen_ros.audio.echo.canceller import EchoedChunk
+from predgen_ros.audio.echo.double_talk import EchoGuardedVad
 from predgen_ros.audio.pcm import chunks, read_wav
-from predgen_ros.audio.recognizers import make_recognizer
-from predgen_ros.audio.turn_models import SileroVad, SmartTurn
-from predgen_ros.audio.vad import make_vad
-from predgen_ros.eval.make_bag import insert_pause
+from predgen_ros.audio.recognition.asr import StreamingAsr
+from predgen_ros.audio.recognition.asr_events import AsrEvent, in_order
+from predgen_ros.audio.recognition.endpoint import EndpointConfig, Endpointer
+from predgen_ros.audio.recognition.recognizers import make_recognizer
+from predgen_ros.audio.recognition.turn_models import SileroVad, SmartTurn
+from predgen_ros.audio.recognition.vad import make_vad
+from predgen_ros.eval.bag_replay.make_bag import insert_pause
 
 pytestmark = pytest.mark.e2e
 
@@ -131,7 +131,7 @@ def test_speech_resuming_after_an_early_final_continues_its_utterance(speech):
 
 def test_a_continuation_counted_late_over_the_robots_echo_still_continues(speech):
     """The eager reply's echo makes the guarded voice detector count the user's voice only
-    once its onset window is mostly voiced (audio/double_talk.py): a voice that came back
+    once its onset window is mostly voiced (audio/echo/double_talk.py): a voice that came back
     inside the window but is counted after its end still continues the early final ("resumed",
     not "confirmed" and a new utterance, which lost the words of a question through the graph)."""
     hesitant, _ = insert_pause(speech[QUESTIONS[2]], 0.6, 0.8)

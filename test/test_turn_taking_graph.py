@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import rclpy
 
-from predgen_ros.eval.interruption_bag import Trial, burst, first_voiced_s
-from predgen_ros.eval.interruptions import GRAPH_OVERRIDES, NODES, USER_ALONE, AudioFeed, Recorder, run_trial
+from predgen_ros.eval.barge_in.interruption_bag import Trial, burst, first_voiced_s
+from predgen_ros.eval.barge_in.interruptions import GRAPH_OVERRIDES, NODES, USER_ALONE, AudioFeed, Recorder, run_trial
 from predgen_ros.nodes.bringup import Graph, default_params_file
 from predgen_ros.turn_taking import CUT_OFF_MARK
 

@@ -8,15 +8,15 @@ import threading
 import numpy as np
 import pytest
 
-from predgen_ros.audio.asr import StreamingAsr
 from predgen_ros.audio.heard_audio import HeardAudio
 from predgen_ros.audio.pcm import AsrError, chunks, read_wav, to_pcm16k
-from predgen_ros.audio.recognizers import make_recognizer
-from predgen_ros.audio.tts import PiperSynthesizer
-from predgen_ros.audio.whisper import WhisperSettings, WhisperTranscriber, without_doubling, without_loops
-from predgen_ros.audio.whisper_stream import WhisperStreamingRecognizer, agreed_prefix
-from predgen_ros.eval.asr_quality import reference_words
-from predgen_ros.eval.interruption_bag import burst
+from predgen_ros.audio.recognition.asr import StreamingAsr
+from predgen_ros.audio.recognition.recognizers import make_recognizer
+from predgen_ros.audio.recognition.whisper import WhisperSettings, WhisperTranscriber, without_doubling, without_loops
+from predgen_ros.audio.recognition.whisper_stream import WhisperStreamingRecognizer, agreed_prefix
+from predgen_ros.audio.speech.tts import PiperSynthesizer
+from predgen_ros.eval.barge_in.interruption_bag import burst
+from predgen_ros.eval.hearing.asr_quality import reference_words
 
 pytestmark = pytest.mark.e2e
 
@@ -65,7 +65,7 @@ def test_partials_grow_and_the_final_is_the_spoken_request(synth, transcriber):
 def test_the_offline_endpoint_tool_hears_through_whisper_and_estimates_each_partial(synth, transcriber):
     """`predgen-ros endpoints --asr-backend whisper`: the recognizer is waited for after each
     chunk, every partial gets its text estimate, and the final is the question."""
-    from predgen_ros.eval.endpoints import hear
+    from predgen_ros.eval.hearing.endpoints import hear
 
     text = "How many legs does a spider have?"
     audio = [(0.0, chunk) for chunk in chunks(SILENCE_1S + spoken(synth, text) + SILENCE_1S, 0.02)]
@@ -256,7 +256,7 @@ def test_a_voice_back_before_the_eager_final_is_transcribed_continues_it(synth, 
     Whisper hears the continuation after the early final's audio."""
     from test_turn_models import contract, published
 
-    from predgen_ros.audio.endpoint import EndpointConfig, Endpointer
+    from predgen_ros.audio.recognition.endpoint import EndpointConfig, Endpointer
 
     config = EndpointConfig(policy="smart_turn", pause_s=0.15, max_silence_s=1.0)
     asr = StreamingAsr(WhisperStreamingRecognizer(transcriber), endpointer=Endpointer(config, lambda: 1.0))
@@ -274,8 +274,8 @@ def test_a_cough_after_an_eager_final_resumes_then_confirms_it(synth, transcribe
     """The voice comes back after an eager final but makes no word (a cough; Whisper writes
     "."): asr_node says "resumed", then "confirmed" once that voice's utterance closed
     wordless, and no second final: the reply held at "resumed" goes on."""
-    from predgen_ros.audio.asr_events import AsrEvent, in_order
-    from predgen_ros.audio.endpoint import EndpointConfig, Endpointer
+    from predgen_ros.audio.recognition.asr_events import AsrEvent, in_order
+    from predgen_ros.audio.recognition.endpoint import EndpointConfig, Endpointer
 
     config = EndpointConfig(policy="smart_turn", pause_s=0.15, max_silence_s=1.0)
     asr = StreamingAsr(WhisperStreamingRecognizer(transcriber), endpointer=Endpointer(config, lambda: 1.0))

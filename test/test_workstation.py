@@ -88,7 +88,7 @@ def test_a_failed_run_leaves_nothing_behind():
 
 @pytest.fixture(scope="module")
 def faults(tmp_path_factory):
-    """One run of the split graph through the three faults (eval/split.py), in a process of
+    """One run of the split graph through the three faults (eval/graph/split.py), in a process of
     its own: it joins the robot's namespace.  Bounded: it stops by itself within 15 min."""
     out = tmp_path_factory.mktemp("split")
     proc = subprocess.run(

@@ -1,13 +1,13 @@
 """The ear, built in one place: from its settings to the chain that turns microphone
 chunks into words and voice events.
 
-The chain: the echo canceller (echo.py; optional), the voice detector (guarded against
-the robot's echo while the canceller runs: double_talk.py), the streaming recognizer
-(asr.py over the recognizer the registry names: recognizers.py) and the endpoint rule
-(endpoint.py; Smart Turn loaded only when the rule asks for it).  asr_node hears through
-it, and the offline tools that replay the node's hearing build the same chain here, so
-what they measure is what the node hears.
-"""
+The chain: the echo front-end (echo/canceller.py; optional), whose EchoedChunk per chunk
+is all the rest reads of it; the voice detector (guarded against the robot's echo while
+the canceller runs: echo/double_talk.py); the streaming recognizer (recognition/asr.py
+over the recognizer the registry names: recognition/recognizers.py) and the endpoint rule
+(recognition/endpoint.py; Smart Turn loaded only when the rule asks for it).  asr_node
+hears through it, and the offline tools that replay the node's hearing build the same
+chain here, so what they measure is what the node hears."""
 
 from __future__ import annotations
 
@@ -16,15 +16,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .asr import StreamingAsr
-from .asr_events import AsrEvent, BackgroundRecognizer
-from .double_talk import ONSET_SHARE, ONSET_WINDOW_S, TAIL_BELOW_PEAK_DB, VOICE_OVER_NOISE_DB, EchoGuardedVad
-from .echo import ECHO_CANCELLERS, EchoCanceller
-from .endpoint import EndpointConfig, Endpointer
+from .echo.canceller import ECHO_CANCELLERS, EchoCanceller
+from .echo.double_talk import ONSET_SHARE, ONSET_WINDOW_S, TAIL_BELOW_PEAK_DB, VOICE_OVER_NOISE_DB, EchoGuardedVad
 from .pcm import AsrError
-from .recognizers import DEFAULT_RECOGNIZER, RECOGNIZERS, make_recognizer
-from .vad import make_vad
-from .whisper import WhisperSettings
+from .recognition.asr import StreamingAsr
+from .recognition.asr_events import AsrEvent, BackgroundRecognizer
+from .recognition.endpoint import EndpointConfig, Endpointer
+from .recognition.recognizers import DEFAULT_RECOGNIZER, RECOGNIZERS, make_recognizer
+from .recognition.vad import make_vad
+from .recognition.whisper import WhisperSettings
 
 
 @dataclass(frozen=True)
@@ -155,7 +155,7 @@ def build_ear(
 def _endpointer(config: EndpointConfig, asr: StreamingAsr) -> Endpointer:
     if not config.uses_audio:
         return Endpointer(config)
-    from .turn_models import SmartTurn
+    from .recognition.turn_models import SmartTurn
 
     smart_turn = SmartTurn()
     return Endpointer(config, lambda: smart_turn.probability(asr.utterance_audio))

@@ -24,9 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     from ..audio.pcm import AsrError
-    from ..audio.tts import VoiceError
-    from ..eval.bags import BagError
-    from ..eval.questions import QuestionError
+    from ..audio.speech.tts import VoiceError
+    from ..eval.bag_replay.bags import BagError
+    from ..eval.benchmark.questions import QuestionError
     from ..nodes.bringup import GraphError
 
     try:

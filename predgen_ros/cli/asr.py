@@ -7,8 +7,8 @@ import argparse
 import json
 from pathlib import Path
 
-from ..audio.endpoint import ENDPOINT_SILENCE_S
-from ..audio.recognizers import RECOGNIZERS
+from ..audio.recognition.endpoint import ENDPOINT_SILENCE_S
+from ..audio.recognition.recognizers import RECOGNIZERS
 from .options import comma_list
 
 
@@ -49,8 +49,8 @@ def register(sub) -> None:
 def cmd_far_field(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from ..eval.bags import question_markers, read_bag
-    from ..eval.far_field import RoomSettings, reverberate
+    from ..eval.bag_replay.bags import question_markers, read_bag
+    from ..eval.hearing.far_field import RoomSettings, reverberate
 
     if args.out.exists():
         raise SystemExit(f"predgen-ros far-field: error: {args.out} exists: remove it or choose another --out")
@@ -70,12 +70,12 @@ def cmd_far_field(args: argparse.Namespace) -> int:
 def cmd_asr_wer(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from ..audio.tts import PiperSynthesizer
-    from ..audio.whisper import WhisperSettings
-    from ..audio.whisper_models import EMBEDDED_MODELS
-    from ..eval.asr_offline import bag_speech, hear, table
-    from ..eval.make_bag import speak_questions
-    from ..eval.questions import load_questions
+    from ..audio.recognition.whisper import WhisperSettings
+    from ..audio.recognition.whisper_models import EMBEDDED_MODELS
+    from ..audio.speech.tts import PiperSynthesizer
+    from ..eval.bag_replay.make_bag import speak_questions
+    from ..eval.benchmark.questions import load_questions
+    from ..eval.hearing.asr_offline import bag_speech, hear, table
 
     known = (*RECOGNIZERS, "whisper-raw")
     unknown = [b for b in args.backends if b not in known]

@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..audio.endpoint import ENDPOINT_SILENCE_S
 from ..audio.pcm import AUDIO_CHUNK_MS
+from ..audio.recognition.endpoint import ENDPOINT_SILENCE_S
 from ..cache import cache_dir
 from ..engine.config import POLICIES, ConfigError
 from .options import add_asr_backend_option, add_set_option, check_limit, comma_list, params_file_or_default, policy_list
@@ -111,8 +111,8 @@ def cmd_make_bag(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from ..audio.pcm import AsrError
-    from ..audio.text_asr import load_questions
-    from ..eval.make_bag import BagSettings, make_bag
+    from ..audio.recognition.text_asr import load_questions
+    from ..eval.bag_replay.make_bag import BagSettings, make_bag
 
     check_limit(args.limit)
     if not 0 <= args.hesitations <= 100:
@@ -142,8 +142,8 @@ def cmd_make_bag(args: argparse.Namespace) -> int:
 
 
 def cmd_phases(args: argparse.Namespace) -> int:
-    from ..eval.bags import BagError
-    from ..eval.phases import format_phase_table, phase_summary, phases_of_eval_folder, plot_phases
+    from ..eval.bag_replay.bags import BagError
+    from ..eval.bag_replay.phases import format_phase_table, phase_summary, phases_of_eval_folder, plot_phases
 
     if not (args.folder / "turns.csv").is_file():
         raise BagError(f"{args.folder}: no turns.csv: give the --out folder of a finished `predgen-ros eval`")
@@ -155,7 +155,7 @@ def cmd_phases(args: argparse.Namespace) -> int:
 
 
 def cmd_bag_info(args: argparse.Namespace) -> int:
-    from ..eval.bags import bag_summary
+    from ..eval.bag_replay.bags import bag_summary
 
     print(bag_summary(args.bag))
     return 0
@@ -164,13 +164,13 @@ def cmd_bag_info(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from ..audio.endpoint import EndpointError
-    from ..eval.bags import BagError
-    from ..eval.endpoints import format_endpoint_table
-    from ..eval.evaluate import graph_runs, run_eval
-    from ..eval.live_asr import endpoint_overrides
-    from ..eval.phases import format_phase_table
-    from ..eval.replay import EvalSettings, load_replay
+    from ..audio.recognition.endpoint import EndpointError
+    from ..eval.bag_replay.bags import BagError
+    from ..eval.bag_replay.evaluate import graph_runs, run_eval
+    from ..eval.bag_replay.live_asr import endpoint_overrides
+    from ..eval.bag_replay.phases import format_phase_table
+    from ..eval.bag_replay.replay import EvalSettings, load_replay
+    from ..eval.hearing.endpoints import format_endpoint_table
     from ..eval.report import format_duration_table, format_table
 
     params_file = params_file_or_default(args.params)

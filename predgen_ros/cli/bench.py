@@ -7,8 +7,8 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from ..audio.pieces import FIRST_WORDS
-from ..audio.text_asr import CHARS_PER_MINUTE
+from ..audio.recognition.text_asr import CHARS_PER_MINUTE
+from ..audio.speech.pieces import FIRST_WORDS
 from ..engine.config import POLICIES, ConfigError
 from .options import (
     ENGINE_OPTIONS,
@@ -133,7 +133,7 @@ def _bench_params(args: argparse.Namespace) -> dict:
 def _bench_job(args: argparse.Namespace):
     """Questions and settings checked (one-line errors) before the model loads."""
     from ..engine.params import engine_config
-    from ..eval.bench_job import BenchJob, questions_of_turns
+    from ..eval.benchmark.bench_job import BenchJob, questions_of_turns
 
     check_limit(args.limit)
     if not set(args.turn) <= {1, 2} or len(set(args.turn)) < len(args.turn):
@@ -164,7 +164,8 @@ def _bench_job(args: argparse.Namespace):
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from ..eval import bench, report
+    from ..eval import report
+    from ..eval.benchmark import bench
 
     job = _bench_job(args)
     policies = args.policies if "baseline" in args.policies else ["baseline"] + args.policies
@@ -204,7 +205,7 @@ def _print_mismatches(label: str, rows: list[dict]) -> None:
 
 def cmd_frontier(args: argparse.Namespace) -> int:
     from ..eval import report
-    from ..eval.frontier import format_frontier, frontier_variants, run_label, write_frontier
+    from ..eval.benchmark.frontier import format_frontier, frontier_variants, run_label, write_frontier
 
     job = _bench_job(args)
     if args.history and not args.conversation:
@@ -246,7 +247,7 @@ def cmd_frontier(args: argparse.Namespace) -> int:
 def cmd_passes(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from ..eval import passes
+    from ..eval.benchmark import passes
 
     settings = [passes.Setting.parse(text.strip()) for text in (args.settings or passes.DEFAULT_SETTINGS).split(",")]
     if args.threads < 0:

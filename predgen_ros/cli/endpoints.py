@@ -6,9 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
-from ..audio.endpoint import DEFAULT_ENDPOINT_POLICIES, EndpointConfig
 from ..audio.pcm import AUDIO_CHUNK_MS
-from ..audio.vad import VADS
+from ..audio.recognition.endpoint import DEFAULT_ENDPOINT_POLICIES, EndpointConfig
+from ..audio.recognition.vad import VADS
 from ..engine.config import ConfigError
 from .options import add_asr_backend_option, add_out_option, check_limit, comma_list
 
@@ -76,9 +76,9 @@ def cmd_endpoints(args: argparse.Namespace) -> int:
 
     from tqdm import tqdm
 
-    from ..audio.endpoint import EndpointConfig, EndpointError
     from ..audio.pcm import AsrError
-    from ..eval import endpoints as ep
+    from ..audio.recognition.endpoint import EndpointConfig, EndpointError
+    from ..eval.hearing import endpoints as ep
 
     check_limit(args.limit)
     try:
@@ -92,7 +92,7 @@ def cmd_endpoints(args: argparse.Namespace) -> int:
     text_estimate = ep.TextEstimator(_embedded_lm())
     smart_turn = None
     if args.sweep or any(c.uses_audio for c in configs.values()):
-        from ..audio.turn_models import SmartTurn
+        from ..audio.recognition.turn_models import SmartTurn
 
         smart_turn = SmartTurn()
     if args.sweep:
@@ -129,8 +129,8 @@ def cmd_endpoints(args: argparse.Namespace) -> int:
 def _endpoint_sweep(args: argparse.Namespace, audio, markers, t0_ns: int, text_estimate, smart_turn) -> int:
     from tqdm import tqdm
 
-    from ..eval import endpoint_sweep as sw
-    from ..eval import endpoints as ep
+    from ..eval.hearing import endpoint_sweep as sw
+    from ..eval.hearing import endpoints as ep
 
     with tqdm(total=len(audio), desc="pauses", unit="chunk") as bar:
         pauses, heard = sw.observe_pauses(

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..audio.recognizers import DEFAULT_RECOGNIZER, RECOGNIZERS
+from ..audio.recognition.recognizers import DEFAULT_RECOGNIZER, RECOGNIZERS
 from ..engine.config import POLICIES, ConfigError
 from .options import (
     MODEL_OPTIONS,
@@ -106,16 +106,9 @@ def _tokenizer_encode():
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from ..audio.text_asr import load_questions, robot_conversation_file
-    from ..eval.graph_demo import (
-        DemoSettings,
-        conversation_measures,
-        heard_table,
-        latency_table,
-        measures_table,
-        run_demo,
-    )
-    from ..eval.phases import TurnPhases, format_phase_table, phase_summary, plot_phases
+    from ..audio.recognition.text_asr import load_questions, robot_conversation_file
+    from ..eval.bag_replay.phases import TurnPhases, format_phase_table, phase_summary, plot_phases
+    from ..eval.graph.graph_demo import DemoSettings, conversation_measures, heard_table, latency_table, measures_table, run_demo
 
     check_limit(args.limit)
     params_file = params_file_or_default(args.params)
@@ -157,9 +150,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_budget(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from ..audio.text_asr import robot_conversation_file
-    from ..eval.cpu_budget import format_budget, run_budget
-    from ..eval.graph_demo import DemoSettings
+    from ..audio.recognition.text_asr import robot_conversation_file
+    from ..eval.graph.cpu_budget import format_budget, run_budget
+    from ..eval.graph.graph_demo import DemoSettings
 
     check_limit(args.limit)
     settings = DemoSettings(params_file_or_default(args.params), args.out, robot_conversation_file(), (args.policy,), args.limit)
@@ -178,7 +171,7 @@ def _true_end(report: dict[str, str]) -> float | None:
 def cmd_stress(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from ..eval.stress import StressSettings, run_stress
+    from ..eval.graph.stress import StressSettings, run_stress
 
     settings = StressSettings(params_file_or_default(args.params), args.out, turns=args.turns)
     if args.turns <= settings.rss_from_turn:

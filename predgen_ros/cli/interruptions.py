@@ -37,7 +37,7 @@ def register(sub) -> None:
         type=int,
         default=None,
         metavar="ROOM_SEED",
-        help="mix the robot's own voice into the microphone through rooms drawn from this seed (eval/echo_mic.py)",
+        help="mix the robot's own voice into the microphone through rooms drawn from this seed (eval/hearing/echo_mic.py)",
     )
     ev.add_argument(
         "--hearing",
@@ -63,8 +63,8 @@ def register(sub) -> None:
 def cmd_make(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from ..audio.text_asr import load_questions
-    from ..eval.interruption_bag import KINDS, ROBOT_QUESTIONS, make_interruption_bag
+    from ..audio.recognition.text_asr import load_questions
+    from ..eval.barge_in.interruption_bag import KINDS, ROBOT_QUESTIONS, make_interruption_bag
 
     if args.per_kind < 1:
         raise ConfigError(f"--per-kind must be >= 1, got {args.per_kind}")
@@ -81,9 +81,9 @@ def cmd_make(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from ..eval.interruption_bag import read_interruption_bag
-    from ..eval.interruption_results import format_summary, summarize, write_results
-    from ..eval.interruptions import HEARING, POLICIES, interleave, run_policy, silent_trials
+    from ..eval.barge_in.interruption_bag import read_interruption_bag
+    from ..eval.barge_in.interruption_results import format_summary, summarize, write_results
+    from ..eval.barge_in.interruptions import HEARING, POLICIES, interleave, run_policy, silent_trials
 
     unknown = [p for p in args.policies if p not in POLICIES]
     if unknown:

@@ -121,8 +121,8 @@ def params_file_or_default(path: Path | None) -> Path:
 
 
 def add_asr_backend_option(parser) -> None:
-    """`--asr-backend`: the recognizer that hears replayed audio (audio/recognizers.py)."""
-    from ..audio.recognizers import DEFAULT_RECOGNIZER, RECOGNIZERS
+    """`--asr-backend`: the recognizer that hears replayed audio (audio/recognition/recognizers.py)."""
+    from ..audio.recognition.recognizers import DEFAULT_RECOGNIZER, RECOGNIZERS
 
     parser.add_argument(
         "--asr-backend",

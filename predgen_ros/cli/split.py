@@ -24,7 +24,7 @@ def register(sub) -> None:
 def cmd_split(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from ..eval.split import POLICIES, SETUPS, format_latency_table, run_faults, run_latency
+    from ..eval.graph.split import POLICIES, SETUPS, format_latency_table, run_faults, run_latency
     from ..nodes.two_hosts import TwoHostsError
 
     try:

@@ -49,7 +49,9 @@ class TurnRecord:
     early_finals: int | None = None  # eval --endpoint-policies: finals that cut the question off before its speech ended
     heard: str | None = None  # live ASR: the finals asr_node heard of the question, joined
     recognizer_lag_p90_s: float | None = None  # live ASR: asr_node's recognizer lag p90 as it reported it after the question
-    talk_over_s: float | None = None  # live ASR: the robot spoke this long before the user's speech ended (eval/talk_over.py)
+    talk_over_s: float | None = (
+        None  # live ASR: the robot spoke this long before the user's speech ended (eval/bag_replay/talk_over.py)
+    )
     words_lost: bool | None = None  # live ASR: answered from less than the whole question, never again whole
     withdrawn: int | None = None  # live ASR: how often asr/voice said "resumed" after its finals (an eager reply held)
     unconfirmed: int | None = None  # live ASR: its finals with neither "confirmed" nor "resumed" after them

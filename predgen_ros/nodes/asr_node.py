@@ -150,7 +150,7 @@ class AsrNode(ManagedNode):
         self.audio_in.topic.put(np.asarray(msg.data, dtype=np.int16).tobytes())
 
     def _on_reference(self, msg: Int16MultiArray) -> None:
-        """What the loudspeaker played: the echo canceller's reference (audio/echo.py)."""
+        """What the loudspeaker played: the echo canceller's reference (audio/echo/canceller.py)."""
         t, rate = played_at(msg), audio_rate(msg)
         if t is None or rate is None:
             self.get_logger().warning(

@@ -6,15 +6,15 @@ Every `asr.*` name is declared here once (`ASR_PARAMS`, with the turn owner's `t
 
 from __future__ import annotations
 
-from ..audio.double_talk import ONSET_SHARE, ONSET_WINDOW_S, VOICE_OVER_NOISE_DB
 from ..audio.ear import EarSettings
-from ..audio.echo import ECHO_CANCELLERS
-from ..audio.endpoint import POLICIES, EndpointConfig
+from ..audio.echo.canceller import ECHO_CANCELLERS
+from ..audio.echo.double_talk import ONSET_SHARE, ONSET_WINDOW_S, VOICE_OVER_NOISE_DB
 from ..audio.pcm import AUDIO_CHUNK_MS
-from ..audio.recognizers import DEFAULT_RECOGNIZER, RECOGNIZERS
-from ..audio.vad import VADS
-from ..audio.whisper import COMPUTE_TYPES, DEVICES, WhisperSettings
-from ..audio.whisper_models import EMBEDDED_MODELS
+from ..audio.recognition.endpoint import POLICIES, EndpointConfig
+from ..audio.recognition.recognizers import DEFAULT_RECOGNIZER, RECOGNIZERS
+from ..audio.recognition.vad import VADS
+from ..audio.recognition.whisper import COMPUTE_TYPES, DEVICES, WhisperSettings
+from ..audio.recognition.whisper_models import EMBEDDED_MODELS
 from ..turn_taking import TURN_PARAMS
 
 ASR_PARAMS = {
@@ -80,12 +80,12 @@ ASR_PARAMS = {
     "asr.echo_cancel": (
         "webrtc",
         f"{' | '.join(ECHO_CANCELLERS)}: take the robot's voice (tts/reference) out of the microphone's audio and listen "
-        "while it speaks, so the user can interrupt it (audio/echo.py; docs/results/echo.md); none: the mute decides",
+        "while it speaks, so the user can interrupt it (audio/echo/canceller.py; docs/results/echo.md); none: the mute decides",
     ),
     "asr.echo.onset_window_s": (
         ONSET_WINDOW_S,
         "while the robot's echo may be at the microphone, a voice opens an utterance once this window of it is "
-        "mostly voiced (audio/double_talk.py)",
+        "mostly voiced (audio/echo/double_talk.py)",
     ),
     "asr.echo.onset_share": (ONSET_SHARE, "the share of that window's voice-detector frames that must be voiced, (0, 1]"),
     "asr.echo.voice_over_noise_db": (

@@ -21,9 +21,9 @@ NODES = ("asr_node", "predgen_node", "tts_node")  # lifecycle nodes: they share 
 # One side of a two-host graph: microphone, ASR, TTS and speaker on the robot; the LLM where the GPU is.
 HALVES = {"robot": ("asr_node", "tts_node"), "workstation": ("predgen_node",)}
 # `asr.backend: text` (bringup, the demo, the launch file): a simulated user who types its texts
-# (eval/text_user.py, parameters text.*) speaks in asr_node's place
+# (eval/graph/text_user.py, parameters text.*) speaks in asr_node's place
 TEXT_USER = "text_user"
-MODULES = {TEXT_USER: "predgen_ros.eval.text_user"}  # the others: predgen_ros.nodes.<node>
+MODULES = {TEXT_USER: "predgen_ros.eval.graph.text_user"}  # the others: predgen_ros.nodes.<node>
 
 
 def in_place_of_the_ear(nodes: tuple[str, ...], asr_backend: str | None) -> tuple[str, ...]:

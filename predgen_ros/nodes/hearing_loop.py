@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import time
 
-from ..audio.asr_events import AsrEvent, in_order
 from ..audio.ear import Ear
 from ..audio.pcm import SAMPLE_RATE
+from ..audio.recognition.asr_events import AsrEvent, in_order
 from ..events import Heard
 from .asr_state import AsrState
 from .audio_input import AudioInput

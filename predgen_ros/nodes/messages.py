@@ -15,7 +15,7 @@ turn/decision        std_msgs/Header      stamp: when asr_node's turn owner deci
 tts/interruption     std_msgs/Header      stamp: the robot's voice fell silent or went on; frame_id: pause, resume or stop
 audio/user, tts/audio std_msgs/Int16MultiArray  mono int16 samples; layout.dim[0].label: the rate, "mono_16000hz"
 tts/reference        std_msgs/Int16MultiArray  what the loudspeaker plays, as tts/audio, and layout.dim[1].label
-                                          "played_at_ns:<n>": when its first sample starts to play (echo.py)
+                                          "played_at_ns:<n>": when its first sample starts to play (audio/echo/canceller.py)
 turn/end_probability diagnostic_msgs/KeyValue   key: the partial; value: P(the user is done after it)
 turn/events          std_msgs/String      the user's turns in order, one JSON TurnEvent each (turn_events.py: opened,
                                           text, ended, ended_early, reopened, confirmed, with the utterance's number)

@@ -38,19 +38,7 @@ from ..engine.turn import TurnStats
 from ..engine.worker import EngineWorker, Event
 from ..events import Emission, Heard
 from ..turn_events import TurnEventError
-from .common import (
-    ERROR,
-    OK,
-    TEXT_QOS,
-    WARN,
-    ManagedNode,
-    StartupError,
-    release_free_memory,
-    run_node,
-    seconds,
-    stamp,
-    status,
-)
+from .common import ERROR, OK, TEXT_QOS, WARN, ManagedNode, StartupError, release_free_memory, run_node, seconds, stamp, status
 from .messages import candidate, end_probability, first_audio_cached, sentence_of, turn_event_of
 
 # The key-values of each predgen/latency status (docs/guide.md#topics-services-qos).

@@ -8,7 +8,7 @@ is synthesized as soon as the words after it make it certain, while the LLM
 decodes the rest.  Only the opening: a commit that comes during this work waits for it, and
 the rest is synthesized while the opening plays anyway.  A first
 sentence that was not starts after its opening words are synthesized; the rest
-is synthesized on a second thread while they play (audio/pieces.py).  The time
+is synthesized on a second thread while they play (audio/speech/pieces.py).  The time
 the first chunk of each reply reaches the sink goes out on `tts/first_audio`
 (stamp; frame_id = the sentence) for predgen_node's latency report.
 
@@ -26,23 +26,12 @@ import threading
 import numpy as np
 from std_msgs.msg import Bool, Header, Int16MultiArray, String
 
-from ..audio.pieces import FIRST_WORDS
-from ..audio.player import PlayerEvents, PlayerState, ReplyPlayer
-from ..audio.sinks import SINKS, SinkError, make_sink
-from ..audio.tts import CACHE_SIZE, THREADS, PiperSynthesizer, VoiceError
+from ..audio.speech.pieces import FIRST_WORDS
+from ..audio.speech.player import PlayerEvents, PlayerState, ReplyPlayer
+from ..audio.speech.sinks import SINKS, SinkError, make_sink
+from ..audio.speech.tts import CACHE_SIZE, THREADS, PiperSynthesizer, VoiceError
 from ..turn_taking import Voice
-from .common import (
-    AUDIO_QOS,
-    ERROR,
-    OK,
-    STATE_QOS,
-    TEXT_QOS,
-    ManagedNode,
-    StartupError,
-    release_free_memory,
-    run_node,
-    stamp,
-)
+from .common import AUDIO_QOS, ERROR, OK, STATE_QOS, TEXT_QOS, ManagedNode, StartupError, release_free_memory, run_node, stamp
 from .messages import audio_chunk, candidate_of, decision_of, first_audio, reference_chunk, voice_event
 from .peer_watch import PeerWatch
 
@@ -73,7 +62,7 @@ TTS_PARAMS = {
 
 
 class TtsNode(ManagedNode):
-    """ROS around audio/player.py: topics in, player commands; player events, topics out."""
+    """ROS around audio/speech/player.py: topics in, player commands; player events, topics out."""
 
     def __init__(self):
         super().__init__("tts_node", TTS_PARAMS)

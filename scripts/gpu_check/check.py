@@ -135,7 +135,7 @@ def check_properties(settings: CheckSettings, tok, dtype: torch.dtype) -> dict:
     from predgen_ros.engine.config import EngineConfig
     from predgen_ros.engine.sentences import SentenceRules
     from predgen_ros.engine.session import Session
-    from predgen_ros.eval.clock import VirtualClock
+    from predgen_ros.eval.benchmark.clock import VirtualClock
 
     model, what = property_model(settings, dtype)
     lm = language_model(model, tok)
@@ -249,8 +249,9 @@ class NoVoice:
 
 def check_bench(settings: CheckSettings, tok) -> dict:
     from predgen_ros.engine.config import EngineConfig
-    from predgen_ros.eval import bench, records
-    from predgen_ros.eval.questions import load_questions
+    from predgen_ros.eval import records
+    from predgen_ros.eval.benchmark import bench
+    from predgen_ros.eval.benchmark.questions import load_questions
 
     model, what = smollm2(settings, torch.float32)
     lm = language_model(model, tok)

@@ -1,0 +1,1 @@
+"""Recognition: voice detection, endpointing and streaming speech recognition (Whisper, pocketsphinx, vosk)."""

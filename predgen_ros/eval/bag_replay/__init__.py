@@ -1,0 +1,1 @@
+"""Bags of spoken questions, made and replayed through the live graph (`predgen-ros eval`)."""

@@ -1,0 +1,1 @@
+"""Speech over the robot's reply (barge-ins, acknowledgements, noise) through the live graph."""
