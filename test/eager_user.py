@@ -86,7 +86,11 @@ def continuation_answered_once(rec: Recorder, user: User, piper_voice, heard_wor
     heard with (None: any word that extends the cut)."""
     reports, voice, played = fresh(rec, user)
     user.say(piper_voice("What is the capital"), then_until=lambda: user.finals())
-    assert rec.wait_for(lambda: rec.is_speaking, REPLY_TIMEOUT_S), ("the robot never began its eager reply", user.heard, user.turn_stream())
+    assert rec.wait_for(lambda: rec.is_speaking, REPLY_TIMEOUT_S), (
+        "the robot never began its eager reply",
+        user.heard,
+        user.turn_stream(),
+    )
     user.say(piper_voice("of France?"), then_until=lambda: len(user.contract()) == 2)
     rec.wait_quiet()
     assert len(user.finals()) == 2, (user.heard, user.turn_stream())
@@ -111,7 +115,11 @@ def confirmation_answered_once(rec: Recorder, user: User, piper_voice) -> None:
     """An eager start the user lets stand is answered once, and never again."""
     reports, voice, _ = fresh(rec, user)
     user.say(piper_voice("What is the capital of France?"), then_until=lambda: user.finals())
-    assert rec.wait_for(lambda: rec.is_speaking, REPLY_TIMEOUT_S), ("the robot never began its eager reply", user.heard, user.turn_stream())
+    assert rec.wait_for(lambda: rec.is_speaking, REPLY_TIMEOUT_S), (
+        "the robot never began its eager reply",
+        user.heard,
+        user.turn_stream(),
+    )
     began = len([on for _, on in rec.speaking if on])
     user.say(np.zeros(0), then_until=lambda: user.contract())
     rec.wait_quiet()
