@@ -12,7 +12,7 @@ played, and asr_node's echo figures; `--record DIR` keeps what the recognizer re
 (asr.record_dir) for the offline replays (eval/hearing/hearing_replay.py).
 
     ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST ROS_LOCALHOST_ONLY=1 ROS_DOMAIN_ID=35 \\
-        .venv/bin/python scripts/eager_over_echo.py --room 1 --warm-up 2 --record /tmp/heard
+        .venv/bin/python scripts/eager_over_echo.py --room 1 --warm-up 2 --record heard
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import numpy as np
 from predgen_ros.audio.echo.canceller import FRAME, EchoCanceller
 from predgen_ros.audio.heard_audio import CANCELLER_INPUTS
 from predgen_ros.audio.pcm import SAMPLE_RATE, to_pcm16k
+from predgen_ros.audio.recognition.text_asr import robot_conversation_file
 from predgen_ros.audio.speech.tts import PiperSynthesizer
 from predgen_ros.eval.barge_in.interruptions import (
     GRAPH_OVERRIDES,
@@ -47,13 +48,7 @@ EAGER = {  # as test/eager_user.py's
     "asr.endpoint.max_silence_s": 3.0,
 }
 ROBOT_VOICE_DB = 50.0  # a half-second of reference louder than this (mean square, int16) is the robot speaking
-WARM_UP = (
-    "Tell me a fun fact about the moon.",
-    "What should I cook for dinner tonight?",
-    "How do plants make their food?",
-    "Can you suggest a good book to read?",
-    "What is a healthy breakfast?",
-)
+WARM_UP = robot_conversation_file().read_text().splitlines()  # the demo's requests
 
 
 def main() -> int:

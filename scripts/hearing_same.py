@@ -10,7 +10,8 @@ voice change with where the ear dates its start, each event, and per room the gu
 counters and a hash of every byte the recognizer read.  Runs on the layout before 64e7803
 (audio/ and eval/ flat) and after it.
 
-    PYTHONPATH=/tmp/wt-old .venv/bin/python scripts/hearing_same.py > old.txt
+    git worktree add ../old OLD_COMMIT
+    PYTHONPATH=../old .venv/bin/python scripts/hearing_same.py > old.txt
     .venv/bin/python scripts/hearing_same.py > new.txt && diff old.txt new.txt
 """
 

@@ -18,6 +18,7 @@ import pytest
 import rclpy
 from eager_user import EAGER, User, confirmation_answered_once, continuation_answered_once
 
+from predgen_ros.audio.recognition.text_asr import robot_conversation_file
 from predgen_ros.eval.barge_in.interruptions import GRAPH_OVERRIDES, HEARING, NODES, Recorder
 from predgen_ros.nodes.bringup import Graph, default_params_file
 
@@ -26,13 +27,7 @@ pytestmark = [pytest.mark.graph, pytest.mark.e2e]  # the nodes load the real mod
 # The canceller hears no voice over the robot's first seconds of voice (audio/echo/canceller.py
 # LEARNING_S, AEC3 learning the room): the fixture has the robot answer until asr_node reports
 # it learned, as a robot that has been talking a while.
-WARM_UP = (
-    "Tell me a fun fact about the moon.",
-    "What should I cook for dinner tonight?",
-    "How do plants make their food?",
-    "Can you suggest a good book to read?",
-    "What is a healthy breakfast?",
-)
+WARM_UP = robot_conversation_file().read_text().splitlines()  # the demo's requests
 
 
 @pytest.fixture(scope="module")
