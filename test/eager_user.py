@@ -80,17 +80,22 @@ def fresh(rec: Recorder, user: User) -> tuple[int, int, int]:
     return len(rec.reports), len(rec.voice), len(rec.played)
 
 
-def continuation_answered_once(rec: Recorder, user: User, piper_voice, heard_word: str | None = "france") -> None:
-    """More words after an eager start stop the reply, and the whole is answered once; the
-    history keeps only what was played.  `heard_word`: a word the continuation must be
-    heard with (None: any word that extends the cut)."""
-    reports, voice, played = fresh(rec, user)
-    user.say(piper_voice("What is the capital"), then_until=lambda: user.finals())
+def eager_start(rec: Recorder, user: User, pcm: np.ndarray) -> None:
+    """The user says `pcm`; once its final is heard the robot must begin its eager reply."""
+    user.say(pcm, then_until=lambda: user.finals())
     assert rec.wait_for(lambda: rec.is_speaking, REPLY_TIMEOUT_S), (
         "the robot never began its eager reply",
         user.heard,
         user.turn_stream(),
     )
+
+
+def continuation_answered_once(rec: Recorder, user: User, piper_voice, heard_word: str | None = "france") -> None:
+    """More words after an eager start stop the reply, and the whole is answered once; the
+    history keeps only what was played.  `heard_word`: a word the continuation must be
+    heard with (None: any word that extends the cut)."""
+    reports, voice, played = fresh(rec, user)
+    eager_start(rec, user, piper_voice("What is the capital"))
     user.say(piper_voice("of France?"), then_until=lambda: len(user.contract()) == 2)
     rec.wait_quiet()
     assert len(user.finals()) == 2, (user.heard, user.turn_stream())
@@ -114,12 +119,7 @@ def continuation_answered_once(rec: Recorder, user: User, piper_voice, heard_wor
 def confirmation_answered_once(rec: Recorder, user: User, piper_voice) -> None:
     """An eager start the user lets stand is answered once, and never again."""
     reports, voice, _ = fresh(rec, user)
-    user.say(piper_voice("What is the capital of France?"), then_until=lambda: user.finals())
-    assert rec.wait_for(lambda: rec.is_speaking, REPLY_TIMEOUT_S), (
-        "the robot never began its eager reply",
-        user.heard,
-        user.turn_stream(),
-    )
+    eager_start(rec, user, piper_voice("What is the capital of France?"))
     began = len([on for _, on in rec.speaking if on])
     user.say(np.zeros(0), then_until=lambda: user.contract())
     rec.wait_quiet()
