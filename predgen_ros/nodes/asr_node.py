@@ -23,7 +23,7 @@ from std_msgs.msg import Bool, Header, Int16MultiArray, String
 
 from ..audio.ear import Ear, EarSettings, build_ear
 from ..audio.heard_audio import CancellerInputs, HeardAudio
-from ..audio.pcm import SAMPLE_RATE, AsrError, to_pcm16k
+from ..audio.pcm import AsrError, to_pcm16k
 from ..os_threads import name_thread
 from ..turn_events import TurnEvent, TurnEventWriter
 from ..turn_taking import TurnOwner, Voice, turn_owner, words
@@ -34,6 +34,7 @@ from .common import AUDIO_QOS, TEXT_QOS, WARN, ManagedNode, StartupError, run_no
 from .hearing_loop import HearingLoop
 from .listeners import wait_for_predgen
 from .messages import audio_rate, played_at, speech_end, turn_decision, turn_event, voice_event
+from .microphone_check import MicrophoneCheck
 from .peer_watch import PeerWatch
 from .waiting import Waits
 
@@ -52,6 +53,8 @@ class AsrNode(ManagedNode):
         self._due = None  # timer: a pause that lasted turn.resume_s resumes
         self.ear: Ear | None = None  # the hearing chain (audio/ear.py), audio backends
         self.predgen = PeerWatch(self)  # on a split robot, the other host may go away
+        self.microphone = MicrophoneCheck()  # asr.input topic: what arrives on audio/user
+        self._microphone_watch = None  # timer: a gap in audio/user is said while it lasts
         self.robot_speaking = False
         self.replies = 0  # robot_speaking true -> false transitions seen
         self.utterances = 0
@@ -88,6 +91,7 @@ class AsrNode(ManagedNode):
         ]
         if self.audio_in is not None and self.audio_in.topic is not None:
             self._listening.append(self.create_subscription(Int16MultiArray, "audio/user", self._on_audio, TEXT_QOS))
+            self._microphone_watch = self.create_timer(0.5, self._watch_microphone)
         if self.ear is not None and self.ear.echo is not None:
             self._reference_sub = self.create_subscription(Int16MultiArray, "tts/reference", self._on_reference, AUDIO_QOS)
             self._listening.append(self._reference_sub)
@@ -102,6 +106,10 @@ class AsrNode(ManagedNode):
             self.destroy_subscription(subscription)
         self._listening = []
         self.destroy_timer(self._due)
+        if self._microphone_watch is not None:
+            self.destroy_timer(self._microphone_watch)
+            self._microphone_watch = None
+            self.microphone.stop()
         self.state = AsrState.IDLE
 
     def cleanup(self) -> None:
@@ -139,15 +147,15 @@ class AsrNode(ManagedNode):
     def _on_audio(self, msg: Int16MultiArray) -> None:
         if self.state not in (AsrState.LISTENING, AsrState.MUTED):
             return  # not listening yet: stale audio would be heard late, with wrong times
-        rate = audio_rate(msg)
-        if rate not in (None, SAMPLE_RATE):  # unlabelled chunks are taken as 16 kHz
-            label = msg.layout.dim[0].label
-            self.get_logger().warning(
-                f"ignored audio/user chunk labelled {label!r}: asr_node hears 16 kHz mono int16 (layout label 'mono_{SAMPLE_RATE}hz')",
-                throttle_duration_sec=5.0,
-            )
-            return
-        self.audio_in.topic.put(np.asarray(msg.data, dtype=np.int16).tobytes())
+        pcm, lines = self.microphone.chunk(np.asarray(msg.data, dtype=np.int16), audio_rate(msg), time.time())
+        for line in lines:
+            self.get_logger().warning(line)
+        if pcm is not None:
+            self.audio_in.topic.put(pcm)
+
+    def _watch_microphone(self) -> None:
+        if self.state in (AsrState.LISTENING, AsrState.MUTED) and (line := self.microphone.silence(time.time())):
+            self.get_logger().warning(line)
 
     def _on_reference(self, msg: Int16MultiArray) -> None:
         """What the loudspeaker played: the echo canceller's reference (audio/echo/canceller.py)."""
@@ -277,6 +285,7 @@ class AsrNode(ManagedNode):
                 "ear_settled": self.ear.asr.settled if self.ear is not None else True,  # nothing heard on its way
                 **(self.ear.recognizer_load() if self.ear is not None else {}),
                 **self._echo_figures(),
+                **(self.microphone.figures() if self._microphone_watch is not None else {}),
                 **(self.heard_audio.figures(self.canceller_inputs) if self.heard_audio is not None else {}),
             },
         )
