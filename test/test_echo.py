@@ -505,3 +505,26 @@ def test_the_cancellers_inputs_are_kept_as_paired_and_show_where_the_echo_lay(tm
     assert "1 of the graph's 2 pauses at a voice start are replayed decisions (2 replayed)" in canceller_lag.match_graph(
         [2.0, 6.0], log
     )
+
+
+def test_each_frame_meets_the_reference_of_its_capture_time_across_odd_chunks_and_jumps():
+    """A microphone whose chunks are no whole number of 10 ms frames, and whose clock jumps
+    (a 5 s stop, chunks lost): every frame is paired with what played when it was captured.
+    Sample values name their position, so a frame paired right equals its reference."""
+    from predgen_ros.audio.echo.canceller import EchoCanceller
+
+    canceller, pairs = EchoCanceller(), []
+    canceller.tap = lambda mic, reference: pairs.append(np.array_equal(mic, reference))
+    t0, signal = 1000.0, (np.arange(30 * SAMPLE_RATE) % 20000 + 1).astype(np.int16)
+    canceller.played(t0, signal.tobytes())
+    position, judged = 0, []
+    chunks = [(320, 0), (7, 0), (333, 0), (1, 0), (9600, 0), (320, 0), (1024, 5 * SAMPLE_RATE), (1024, 0), (320, 0)]
+    chunks += [(330, 160), (320, 0), (1024, 0), (320, 0)]
+    for n, skipped in chunks:
+        position += skipped
+        before = len(pairs)
+        canceller.process(signal[position : position + n].tobytes(), t0 + position / SAMPLE_RATE)
+        position += n
+        # after a jump, the first frame holds the remainder from before it: the one frame not judged
+        judged += pairs[before + (skipped > 0) :]
+    assert len(judged) > 85 and all(judged)

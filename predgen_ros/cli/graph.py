@@ -78,8 +78,16 @@ def register(sub) -> None:
     cpu.set_defaults(run=cmd_budget)
 
     stress = sub.add_parser("stress", help="soak the ROS 2 graph with many turns, then inject faults; prints one summary line")
-    stress.add_argument("--turns", type=int, default=300, help="utterances of the soak (default 300)")
-    add_out_option(stress, "stress-out", "node logs and the utterances")
+    stress.add_argument(
+        "--ear",
+        choices=("text", "spoken"),
+        default="text",
+        help="text: the text user in asr_node's place, 300 fast turns, then graph faults (default); spoken: turns spoken "
+        "into asr_node's microphone in a room that hears the robot, with the audio path's faults (eval/graph/spoken_soak.py)",
+    )
+    stress.add_argument("--turns", type=int, default=None, help="turns of the soak (default 300 text, 1000 spoken)")
+    stress.add_argument("--seed", type=int, default=0, help="spoken: the user's plan (pauses, rates, barge-ins)")
+    add_out_option(stress, "stress-out", "node logs, the utterances and (spoken) requests.csv, resources.csv, soak.png")
     stress.add_argument("--params", type=Path, default=None, help="ROS 2 parameter file (default: config/predgen.yaml)")
     stress.set_defaults(run=cmd_stress)
 
@@ -171,14 +179,40 @@ def _true_end(report: dict[str, str]) -> float | None:
 def cmd_stress(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    if args.ear == "spoken":
+        return _spoken_soak(args)
     from ..eval.graph.stress import StressSettings, run_stress
 
-    settings = StressSettings(params_file_or_default(args.params), args.out, turns=args.turns)
-    if args.turns <= settings.rss_from_turn:
+    turns = args.turns or 300
+    settings = StressSettings(params_file_or_default(args.params), args.out, turns=turns)
+    if turns <= settings.rss_from_turn:
         raise ConfigError(
-            f"--turns must be more than {settings.rss_from_turn} (memory growth is measured from that turn), got {args.turns}"
+            f"--turns must be more than {settings.rss_from_turn} (memory growth is measured from that turn), got {turns}"
         )
-    with tqdm(total=args.turns, desc="stress", unit="turn") as bar:
+    with tqdm(total=turns, desc="stress", unit="turn") as bar:
         result = run_stress(settings, progress=bar.update)
+    print(result.line())
+    return 0 if result.passed else 1
+
+
+def _spoken_soak(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from ..eval.graph.soak_faults import FAULTS
+    from ..eval.graph.spoken_soak import SoakSettings, run_spoken_soak
+
+    turns = args.turns or 1000
+    if turns <= len(FAULTS):
+        raise ConfigError(f"--turns must be more than {len(FAULTS)} (one fault before each of as many turns), got {turns}")
+    settings = SoakSettings(params_file_or_default(args.params), args.out, turns=turns, seed=args.seed)
+    with tqdm(total=turns, desc="soak", unit="turn") as bar:
+
+        def progress(turn, rows) -> None:
+            heard = rows[0].heard or "(no answer)"
+            bar.set_postfix_str(f"{rows[0].first_audio_s:.2f} s, heard {heard[:30]!r}", refresh=False)
+            bar.update()
+
+        result = run_spoken_soak(settings, progress)
+    print(f"wrote {args.out}/requests.csv, resources.csv, soak.png, soak.json; node logs: {args.out}/graph.log")
     print(result.line())
     return 0 if result.passed else 1

@@ -54,7 +54,7 @@ class AsrNode(ManagedNode):
         self.ear: Ear | None = None  # the hearing chain (audio/ear.py), audio backends
         self.predgen = PeerWatch(self)  # on a split robot, the other host may go away
         self.microphone = MicrophoneCheck()  # asr.input topic: what arrives on audio/user
-        self._microphone_watch = None  # timer: a gap in audio/user is said while it lasts
+        self._watch = None  # timer: a gap in audio/user, a robot_speaking without its writer
         self.robot_speaking = False
         self.replies = 0  # robot_speaking true -> false transitions seen
         self.utterances = 0
@@ -91,11 +91,11 @@ class AsrNode(ManagedNode):
         ]
         if self.audio_in is not None and self.audio_in.topic is not None:
             self._listening.append(self.create_subscription(Int16MultiArray, "audio/user", self._on_audio, TEXT_QOS))
-            self._microphone_watch = self.create_timer(0.5, self._watch_microphone)
         if self.ear is not None and self.ear.echo is not None:
             self._reference_sub = self.create_subscription(Int16MultiArray, "tts/reference", self._on_reference, AUDIO_QOS)
             self._listening.append(self._reference_sub)
         self._due = self.create_timer(0.02, lambda: self._decide(self.turns.due(), cause="no turn within turn.resume_s"))
+        self._watch = self.create_timer(0.5, self._on_watch)
         self.thread = threading.Thread(target=self._guarded, args=(self._source,), name="asr-source", daemon=True)
         self.thread.start()
 
@@ -106,10 +106,8 @@ class AsrNode(ManagedNode):
             self.destroy_subscription(subscription)
         self._listening = []
         self.destroy_timer(self._due)
-        if self._microphone_watch is not None:
-            self.destroy_timer(self._microphone_watch)
-            self._microphone_watch = None
-            self.microphone.stop()
+        self.destroy_timer(self._watch)
+        self.microphone.stop()
         self.state = AsrState.IDLE
 
     def cleanup(self) -> None:
@@ -153,8 +151,15 @@ class AsrNode(ManagedNode):
         if pcm is not None:
             self.audio_in.topic.put(pcm)
 
-    def _watch_microphone(self) -> None:
-        if self.state in (AsrState.LISTENING, AsrState.MUTED) and (line := self.microphone.silence(time.time())):
+    def _on_watch(self) -> None:
+        """A robot said to speak by a writer that is gone (tts_node died mid-reply, and no
+        other says so) is silent; a gap in audio/user is said while it lasts."""
+        if self.robot_speaking and self._listening[0].get_publisher_count() == 0:
+            self.get_logger().warning("robot_speaking lost its writer mid-reply (tts_node gone): taking the robot as silent")
+            self._on_robot_speaking(Bool(data=False))
+        topic = self.audio_in is not None and self.audio_in.topic is not None
+        hearing = topic and self.state in (AsrState.LISTENING, AsrState.MUTED)
+        if hearing and (line := self.microphone.silence(time.time())):
             self.get_logger().warning(line)
 
     def _on_reference(self, msg: Int16MultiArray) -> None:
@@ -285,7 +290,7 @@ class AsrNode(ManagedNode):
                 "ear_settled": self.ear.asr.settled if self.ear is not None else True,  # nothing heard on its way
                 **(self.ear.recognizer_load() if self.ear is not None else {}),
                 **self._echo_figures(),
-                **(self.microphone.figures() if self._microphone_watch is not None else {}),
+                **(self.microphone.figures() if self.audio_in is not None and self.audio_in.topic is not None else {}),
                 **(self.heard_audio.figures(self.canceller_inputs) if self.heard_audio is not None else {}),
             },
         )

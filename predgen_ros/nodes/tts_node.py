@@ -22,6 +22,7 @@ paused, resumed or stopped.
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 from std_msgs.msg import Bool, Header, Int16MultiArray, String
@@ -35,6 +36,7 @@ from .common import AUDIO_QOS, ERROR, OK, STATE_QOS, TEXT_QOS, ManagedNode, Star
 from .messages import audio_chunk, candidate_of, decision_of, first_audio, reference_chunk, voice_event
 from .peer_watch import PeerWatch
 
+RETELL_S = 0.5  # robot_speaking is told a new reader twice: when it matches and this long after
 TTS_PARAMS = {
     "tts.voice_path": ("", "Piper voice .onnx (its .onnx.json beside it); empty = embedded en_US joe medium"),
     "tts.sink": ("speaker", f"{' | '.join(SINKS)}"),
@@ -88,6 +90,8 @@ class TtsNode(ManagedNode):
         self.error_reply = 0  # the reply whose audio failed, for diagnostics
         self.last_error = ""
         self.speaking = False
+        self._readers = 0  # robot_speaking readers matched at the last look (_tell_new_readers)
+        self._retell_at: float | None = None
         self.predgen = PeerWatch(self)
 
     # ------------------------------------------------------------- lifecycle
@@ -182,7 +186,9 @@ class TtsNode(ManagedNode):
             self.player.resume()
 
     def _on_watch(self) -> None:
-        """A reply whose sender vanished ends."""
+        """A reply whose sender vanished ends; a reader of robot_speaking that has just
+        matched hears its value (below)."""
+        self._tell_new_readers()
         if self.player.state is PlayerState.PLAYING and self.player.waiting_for_more and self.predgen.lost():
             self.get_logger().warning(f"{self.predgen.describe()} in the middle of reply {self.player.replies}: ending it")
             self.player.abandon()
@@ -204,6 +210,21 @@ class TtsNode(ManagedNode):
             release_free_memory()
         if self.context.ok():  # a stop signal may have shut the context before close() ends a reply
             self.speaking_pub.publish(Bool(data=speaking))
+
+    def _tell_new_readers(self) -> None:
+        """robot_speaking again whenever a reader joins, and once more RETELL_S later (the
+        reader's side of the match may lag ours): asr_node reads it volatile (see STATE_QOS),
+        so a value published before it matched never reaches it, and after tts_node restarted
+        mid-reply it took the robot for speaking until the next reply (docs/results/stress.md)."""
+        readers, now = self.speaking_pub.get_subscription_count(), time.time()
+        retell = readers > self._readers or (self._retell_at is not None and now >= self._retell_at)
+        if readers > self._readers:
+            self._retell_at = now + RETELL_S
+        elif retell:
+            self._retell_at = None
+        if retell and self.context.ok():
+            self.speaking_pub.publish(Bool(data=self.speaking))
+        self._readers = readers
 
     def _publish_audio(self, chunk: np.ndarray, sample_rate: int) -> None:
         self.audio_pub.publish(audio_chunk(chunk, sample_rate))

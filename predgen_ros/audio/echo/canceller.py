@@ -170,7 +170,6 @@ class EchoCanceller:
         self.reference_heard_s = 0.0  # the robot's voice the canceller has learned from so far
         self.leaks = EchoLeakGate()  # what AEC3 lets through of the robot's voice, kept from the voice detector
         self._pending = b""  # microphone audio short of a 10 ms frame
-        self._pending_t = 0.0
         # each 10 ms frame's two inputs, (microphone, reference) as paired here: how the graph's
         # timing lined them up is read from them afterwards (audio/heard_audio.py, scripts/canceller_lag.py)
         self.tap: Callable[[np.ndarray, np.ndarray], None] | None = None
@@ -185,15 +184,18 @@ class EchoCanceller:
 
     def process(self, mic: bytes, t_s: float) -> EchoedChunk:
         """`mic`: 16 kHz int16 captured from `t_s` on (the reference's clock); returns the
-        cleaned audio, whole 10 ms frames only (a remainder waits for the next call)."""
-        if not self._pending:
-            self._pending_t = t_s
+        cleaned audio, whole 10 ms frames only (a remainder waits for the next call).
+        Every call's frames are timed from its `t_s` (the remainder just before it): a time
+        line carried on from an odd-sized chunk instead missed each later jump of the
+        stream clock, and once the microphone sent 0.6 s in one chunk, read the reference
+        0.58 s off for the rest of the run (docs/results/stress.md)."""
         audio = self._pending + mic
+        first_t = t_s - len(self._pending) / 2 / SAMPLE_RATE
         whole = len(audio) // (2 * FRAME) * 2 * FRAME
         self._pending = audio[whole:]
         out, for_voice = bytearray(), bytearray()
         for start in range(0, whole, 2 * FRAME):
-            frame_t = self._pending_t + start / 2 / SAMPLE_RATE
+            frame_t = first_t + start / 2 / SAMPLE_RATE
             reference = self.reference.read(frame_t, FRAME)
             if np.max(np.abs(reference.astype(np.int32))) > SILENCE_PEAK:
                 self.reference_heard_s += FRAME / SAMPLE_RATE
@@ -211,5 +213,4 @@ class EchoCanceller:
                 out += self.linear.process(mic_frame, reference).tobytes()
             with METER.stage("echo leak gate"):
                 for_voice += self.leaks.gate(mic_frame, reference, cleaned).tobytes()
-        self._pending_t += whole / 2 / SAMPLE_RATE
         return EchoedChunk(bytes(out), bytes(for_voice), self.reference.sounding(t_s, ECHO_TAIL_S), self.learning)

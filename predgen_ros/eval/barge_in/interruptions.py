@@ -80,7 +80,8 @@ SILENT_NUMBER = 1000  # silent trials are numbered from here
 class AudioFeed:
     """A live microphone stand-in: 20 ms chunks (CHUNK_S) on `audio/user` at real time, silence
     unless a clip is queued; `play` returns when the clip's first chunk went out.  With a
-    `room` (eval/hearing/echo_mic.py) the microphone also hears the robot's loudspeaker."""
+    `room` (eval/hearing/echo_mic.py) the microphone also hears the robot's loudspeaker.
+    A faulty microphone's output (`send`) and its stops (`stop_for`) are for the spoken soak."""
 
     def __init__(self, node, room=None):
         from std_msgs.msg import Int16MultiArray
@@ -89,9 +90,12 @@ class AudioFeed:
 
         self.pub = node.create_publisher(Int16MultiArray, "audio/user", TEXT_QOS)
         self.room = room
-        self._chunks: deque = deque()  # (clip number where a clip begins, else None; 16 kHz samples)
+        # (clip number where a clip begins, else None; samples; None: 16 kHz through the room, else
+        # the rate they go out at as they are)
+        self._chunks: deque = deque()
         self._started: dict[int, float] = {}
         self._clips = 0
+        self._silent_until = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -107,11 +111,21 @@ class AudioFeed:
         while not self._stop.is_set():
             t += CHUNK_S
             self._stop.wait(max(0.0, t - time.time()))
-            clip, chunk = self._chunks.popleft() if self._chunks else (None, silence)
-            pcm = self.room.next_chunk(chunk) if self.room is not None else chunk.astype(np.int16)
-            self.pub.publish(audio_chunk(pcm, SAMPLE_RATE))
+            clip, chunk, rate = self._chunks.popleft() if self._chunks else (None, silence, None)
+            heard = chunk if rate is None else silence  # the room's time goes on under a faulty chunk
+            pcm = self.room.next_chunk(heard) if self.room is not None else heard.astype(np.int16)
+            if time.time() >= self._silent_until:
+                self.pub.publish(audio_chunk(pcm, SAMPLE_RATE) if rate is None else audio_chunk(chunk, rate))
             if clip is not None:
                 self._started[clip] = time.time() - CHUNK_S  # the chunk's audio began a chunk ago
+
+    def send(self, samples: np.ndarray, rate: int) -> None:
+        """Queue one message of `samples` labelled `rate`, as a faulty microphone sends it (past the room)."""
+        self._chunks.append((None, samples.astype(np.int16), rate))
+
+    def stop_for(self, seconds: float) -> None:
+        """The microphone sends nothing for `seconds` from now (the room's time goes on)."""
+        self._silent_until = time.time() + seconds
 
     def play(self, pcm: np.ndarray) -> float:
         """Queue `pcm`; the wall time its first sample reached asr_node's stream."""
@@ -121,7 +135,7 @@ class AudioFeed:
         heard = self.room.user_clip(pcm) if self.room is not None else pcm.astype(np.float64)
         for start in range(0, len(heard), size):
             piece = heard[start : start + size]
-            self._chunks.append((clip if start == 0 else None, np.pad(piece, (0, size - len(piece)))))
+            self._chunks.append((clip if start == 0 else None, np.pad(piece, (0, size - len(piece))), None))
         while clip not in self._started:
             time.sleep(0.01)
         return self._started.pop(clip)
