@@ -17,6 +17,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from ..hearing.asr_quality import reference_words, word_errors
 from ..records import percentile
 
@@ -114,6 +116,18 @@ def drift(rows: list[RequestRow], turns: int) -> dict[str, dict[str, float]]:
     return {f"turns 1-{span}": window_figures(first), f"turns {turns - span + 1}-{turns}": window_figures(last)}
 
 
+def verdicts(windows: dict[str, dict[str, float]], growth_mb: dict[str, float], nodes) -> dict[str, bool]:
+    """The issue's bars: each node's late growth under 20 MB; the last window's first-audio p50
+    within 10 % and its WER within 2 points of the first window's."""
+    first, last = windows.values()
+    a, b = first["first_audio_s_p50"], last["first_audio_s_p50"]
+    return {
+        "memory_flat": all(growth_mb.get(node, math.inf) < 20.0 for node in nodes),
+        "first_audio_within_10_percent": a is not None and b is not None and abs(b / a - 1) <= 0.10,
+        "wer_within_2_points": abs(last["wer"] - first["wer"]) <= 0.02,
+    }
+
+
 def memory_growth(resources: list[dict], turns: int) -> dict[str, float]:
     """Each process's growth over the last LATE_TURNS turns (half the soak when shorter), MB."""
     start_turn = max(1, turns - LATE_TURNS) if turns > LATE_TURNS else max(1, turns // 2)
@@ -125,7 +139,14 @@ def memory_growth(resources: list[dict], turns: int) -> dict[str, float]:
     return {k.removesuffix("_rss_mb"): round(end[k] - start[k], 1) for k in keys}
 
 
-def plot(resources: list[dict], rows: list[RequestRow], path: Path) -> None:
+def rolling_median(values: list[float], window: int) -> list[float]:
+    """Each value's median with the `window` - 1 before it (fewer at the start)."""
+    return [float(np.median(values[max(0, i - window + 1) : i + 1])) for i in range(len(values))]
+
+
+def plot(resources: list[dict], rows: list[RequestRow], faults: dict[int, str], path: Path) -> None:
+    """Memory per process over the turns, and the latency from the true end of speech (its
+    rolling median over 25 turns); a dotted line at each fault."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -138,11 +159,22 @@ def plot(resources: list[dict], rows: list[RequestRow], path: Path) -> None:
     memory.set_ylabel("resident memory (MB)")
     memory.legend(loc="upper left", fontsize=8)
     timed = [r for r in rows if r.role == "request" and r.answered]
-    latency.plot([r.turn for r in timed], [r.first_audio_s for r in timed], ".", markersize=3, label="first audio")
-    latency.plot([r.turn for r in timed], [r.detector_lag_s for r in timed], ".", markersize=2, label="detector lag")
+    for name, label in (
+        ("first_audio_s", "first audio"),
+        ("recognizer_lag_s", "recognizer lag"),
+        ("detector_lag_s", "detector lag"),
+    ):
+        values = [getattr(r, name) for r in timed]
+        line = latency.plot([r.turn for r in timed], rolling_median(values, 25), label=f"{label} (median of 25)")[0]
+        latency.plot([r.turn for r in timed], values, ".", markersize=2, color=line.get_color(), alpha=0.4)
+    for axis in (memory, latency):
+        for turn in faults:
+            axis.axvline(turn, color="grey", linestyle=":", linewidth=1)
+    for turn, fault in faults.items():
+        latency.annotate(fault, (turn, 0.98), xycoords=("data", "axes fraction"), fontsize=7, rotation=90, va="top", ha="right")
     latency.set_ylabel("s after the true end of speech")
     latency.set_xlabel("turn")
-    latency.legend(loc="upper left", fontsize=8)
+    latency.legend(loc="center right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

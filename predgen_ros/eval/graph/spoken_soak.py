@@ -35,7 +35,7 @@ from ..barge_in.interruptions import CHUNK_S, EVAL_STOPS, NODES, REACTION_S, Aud
 from ..hearing.echo_mic import RoomMicrophone, probe_speech
 from .soak_faults import DURING_REPLY, FAULTS
 from .soak_plan import ACKNOWLEDGEMENT, BARGE_IN, SoakTurn, UserVoice, plan_soak
-from .soak_records import CsvLog, RequestRow, ResourceSampler, drift, memory_growth, plot
+from .soak_records import CsvLog, RequestRow, ResourceSampler, drift, memory_growth, plot, verdicts
 
 OVERRIDES = {"asr.input": "topic", "tts.sink": "topic"}  # the microphone and the loudspeaker, as the room needs them
 MAX_CRASHES = 5  # a node that keeps dying ends the soak
@@ -67,6 +67,7 @@ class SoakResult:
     faults: dict[str, str] = field(default_factory=dict)
     drift: dict = field(default_factory=dict)
     memory_growth_mb: dict[str, float] = field(default_factory=dict)
+    verdicts: dict[str, bool] = field(default_factory=dict)  # soak_records.verdicts: memory and drift
 
     @property
     def passed(self) -> bool:
@@ -82,7 +83,8 @@ class SoakResult:
             f"barge_ins={self.barge_ins_honoured}/{self.barge_ins} crashes={self.crashes} stuck={self.stuck} "
             f"faults={faults_ok}/{len(self.faults)} first_audio_p50={fmt(first.get('first_audio_s_p50'), '.3f')}"
             f"->{fmt(last.get('first_audio_s_p50'), '.3f')} wer={fmt(first.get('wer'), '.3f')}->{fmt(last.get('wer'), '.3f')} "
-            f"max_growth_mb={max(self.memory_growth_mb.values(), default=0.0):.1f}"
+            f"max_node_growth_mb={max((v for k, v in self.memory_growth_mb.items() if k in NODES), default=0.0):.1f} "
+            + " ".join(f"{name}={'yes' if ok else 'NO'}" for name, ok in self.verdicts.items())
         )
 
 
@@ -118,7 +120,8 @@ class SpokenSoak:
             resources_csv.close()
         self.result.drift = drift(self.rows, self.result.turns)
         self.result.memory_growth_mb = memory_growth(self.resources, self.result.turns)
-        plot(self.resources, self.rows, out / "soak.png")
+        self.result.verdicts = verdicts(self.result.drift, self.result.memory_growth_mb, NODES)
+        plot(self.resources, self.rows, {t.number: t.fault for t in plan if t.fault}, out / "soak.png")
         (out / "soak.json").write_text(json.dumps(asdict(self.result) | {"passed": self.result.passed}, indent=2) + "\n")
         return self.result
 
