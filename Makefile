@@ -17,7 +17,7 @@ LLAMA_CPP_VERSION := 0.3.36
 LLAMA_CPP := llama-cpp-python==$(LLAMA_CPP_VERSION)
 CMAKE_ARGS ?= -DGGML_NATIVE=ON -DLLAVA_BUILD=OFF
 
-.PHONY: venv demo test test-fast timing lint stress soak clean
+.PHONY: venv demo test test-fast timing lint stress soak serve-model fleet clean
 
 venv: $(VENV)/.installed
 
@@ -69,6 +69,15 @@ stress: venv
 SOAK_TURNS ?= 1000
 soak: venv
 	ROS_DOMAIN_ID=$(STRESS_DOMAIN_ID) $(VENV)/bin/predgen-ros stress --ear spoken --turns $(SOAK_TURNS) --out soak-out
+
+# an inference server with the embedded model for robots to share (model.backend openai,
+# model.server.url http://127.0.0.1:8088, model.server.token_ids false); Ctrl-C stops it
+serve-model: venv
+	$(VENV)/bin/predgen-ros serve-model --port 8088
+
+# 1, 2 and 4 robots sharing that server on the real clock (~10 min)
+fleet: venv
+	$(VENV)/bin/predgen-ros fleet --robots 1,2,4 --out fleet-out
 
 clean:
 	rm -rf $(VENV) *.egg-info

@@ -26,3 +26,4 @@ class Emission(StrEnum):
     DONE = "done"  # the whole reply
     END_PROBABILITY = "end_probability"  # the latest partial's probability that the user is done after it
     INTERRUPTED = "interrupted"  # the worker: a turn with a spoken reply ended before it was done
+    NOTICE = "notice"  # the worker: the served model failed with nothing behind it; say this instead of a reply

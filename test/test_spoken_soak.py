@@ -40,6 +40,7 @@ def report(t_true_end: float, transcript: str, reply: str = "Sure.") -> dict[str
         "first_sentence": reply,
         "t_end_of_speech": str(t_true_end + 0.2),
         "t_final_transcript": str(t_true_end + 0.7),
+        "t_commit": str(t_true_end + 0.75),
         "t_first_audio": str(t_true_end + 0.9),
     }
 
@@ -49,7 +50,8 @@ def test_a_request_row_holds_the_word_errors_and_the_phases_from_the_true_end():
         3, "request", "Is it going to rain this afternoon?", report(100.0, "is it going to ring this afternoon"), 100.0
     )
     assert (row.words, row.word_errors, row.answered) == (7, 1, True)
-    assert (round(row.detector_lag_s, 3), round(row.recognizer_lag_s, 3), round(row.first_audio_s, 3)) == (0.2, 0.7, 0.9)
+    phases = (row.detector_lag_s, row.recognizer_lag_s, row.llm_after_final_s, row.tts_s, row.first_audio_s)
+    assert [round(p, 3) for p in phases] == [0.2, 0.7, 0.05, 0.15, 0.9]
     unanswered = RequestRow.of(4, "barge_in", "Stop, please.", None, 100.0)
     assert not unanswered.answered and unanswered.word_errors == unanswered.words == 2 and math.isnan(unanswered.first_audio_s)
 

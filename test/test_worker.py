@@ -238,3 +238,35 @@ def test_no_reply_begins_while_the_user_goes_on_after_an_early_final(tiny_lm):
         assert [user for user, _ in worker.session.history] == ["what is the capital"]
     finally:
         worker.stop()
+
+
+def test_a_served_model_that_cannot_be_reached_is_told_not_traced(tokenizer, caplog):
+    """No server at the address and nothing behind it (model.server.fallback: notice): the
+    user who finished speaking hears the notice, the log has one line, the worker serves on."""
+    import socket
+
+    from predgen_ros.engine.backends.served import ServedBackend, ServerSettings
+    from predgen_ros.engine.config import SERVER_NOTICE
+    from predgen_ros.engine.lm import LanguageModel
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    lm = LanguageModel(ServedBackend(ServerSettings(url, api="openai", token_ids=False, timeout_s=2), tokenizer), tokenizer)
+    recorder, told = Recorder(), threading.Event()
+    recorder_call = recorder.__call__
+    worker = EngineWorker(
+        Session(lm, EngineConfig(policy="predgen", max_new_tokens=4), time.time),
+        lambda kind, text, turn: (recorder_call(kind, text, turn), kind == "notice" and told.set()),
+    )
+    worker.start()
+    try:
+        with caplog.at_level(logging.ERROR, logger="predgen_ros.engine.worker"):
+            say(worker, "Please bring me a glass of water.")
+            assert told.wait(60)
+        notices = [(text, turn.user_text) for kind, text, turn in recorder.emissions if kind == "notice"]
+        assert notices == [(SERVER_NOTICE, "Please bring me a glass of water.")]
+        errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+        assert all(r.exc_info is None and url in r.getMessage() for r in errors) and worker.alive
+    finally:
+        worker.stop()

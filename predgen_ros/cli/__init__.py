@@ -1,5 +1,5 @@
 """The `predgen-ros` command: one module per command family, each with its parsers
-and its runs side by side (bench.py, graph.py, bags.py, endpoints.py, interruptions.py)."""
+and its runs side by side (bench.py, graph.py, bags.py, endpoints.py, interruptions.py, served.py)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import logging
 import sys
 
 from ..engine.config import ConfigError, ModelError
-from . import asr, bags, bench, endpoints, graph, interruptions, split
+from . import asr, bags, bench, endpoints, graph, interruptions, served, split
 from .options import OneLineParser
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="predgen-ros", description="Speculative LLM replies for ROS 2 voice dialogue.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
-    for family in (bench, graph, bags, endpoints, interruptions, split, asr):
+    for family in (bench, graph, bags, endpoints, interruptions, split, asr, served):
         family.register(sub)
     return parser
 

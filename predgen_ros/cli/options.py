@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..engine.config import BACKENDS, DECODERS, POLICIES, VERIFIERS, WEIGHTS, ConfigError
+from ..engine.config import BACKENDS, DECODERS, FALLBACKS, POLICIES, VERIFIERS, WEIGHTS, ConfigError
 from ..engine.params import ENGINE_PARAMS
 
 # The command-line name of each engine parameter a command exposes.  Type, default and
@@ -34,8 +34,20 @@ MODEL_OPTIONS = {
     "model.device": "--device",
     "model.dtype": "--dtype",
     "model.system_prompt": "--system-prompt",
+    "model.gpu_layers": "--gpu-layers",
+    "model.server.url": "--server-url",
+    "model.server.model": "--server-model",
+    "model.server.token_ids": "--server-token-ids",
+    "model.server.timeout_s": "--server-timeout",
+    "model.server.fallback": "--server-fallback",
 }
-CHOICES = {"verifier.kind": VERIFIERS, "decoder.kind": DECODERS, "model.backend": BACKENDS, "model.weights": tuple(WEIGHTS)}
+CHOICES = {
+    "verifier.kind": VERIFIERS,
+    "decoder.kind": DECODERS,
+    "model.backend": BACKENDS,
+    "model.weights": tuple(WEIGHTS),
+    "model.server.fallback": FALLBACKS,
+}
 
 
 class OneLineParser(argparse.ArgumentParser):

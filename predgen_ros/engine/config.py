@@ -14,7 +14,10 @@ from .sentences import SentenceRules
 POLICIES = ("baseline", "preemptive", "predgen")
 VERIFIERS = ("exact", "topk", "margin", "minp")
 DECODERS = ("ar", "jacobi")
-BACKENDS = ("auto", "llama_cpp", "transformers")
+BACKENDS = ("auto", "llama_cpp", "transformers", "sglang", "openai")  # the last two: a served model (engine/backends/served.py)
+FALLBACKS = ("notice", "local")
+# What the robot says when its served model fails mid-turn and model.server.fallback is notice.
+SERVER_NOTICE = "Sorry, I cannot think right now. Please ask me again in a moment."  # a served model that fails mid-turn: a spoken notice, or the robot's own model
 # The embedded model's weight formats for llama.cpp, as llama_ftype numbers (None: the
 # file as shipped).  F16 is the default: its batched passes pick the same argmax as its
 # 1-token passes at all but ~1 in 1,000 positions, so the exact verifier commits what

@@ -161,17 +161,64 @@ def load_language_model(params):
     from .lm import LanguageModel
 
     backend = pick_backend(params.backend, params.device, params.path)
+    if backend in ("sglang", "openai"):
+        return _served_language_model(params)
     if backend == "transformers":
         from .backends.hf import TransformersBackend
 
         model, tokenizer = load_pretrained(params.path, params.device, params.dtype)
         return LanguageModel(TransformersBackend(model), tokenizer, system_prompt=params.system_prompt)
     if params.device.startswith("cuda"):
-        raise ModelError("model.backend llama_cpp runs on the CPU here: use model.backend: transformers for CUDA")
-    from .backends.llama import LlamaCppBackend
+        raise ModelError(
+            "model.backend llama_cpp takes no model.device: it offloads model.gpu_layers to the GPU it was built for"
+        )
+    gguf = _gguf(params)
+    return LanguageModel(_llama_backend(gguf, params), gguf_tokenizer(gguf), system_prompt=params.system_prompt)
 
+
+def _gguf(params) -> Path:
     gguf = embedded_gguf(params.weights) if params.path is None else Path(params.path).expanduser()
     if not gguf.is_file():
         raise ModelError(f"GGUF file not found: {gguf}")
-    backend = LlamaCppBackend(gguf, params.threads)  # first: it names a file that is no GGUF
-    return LanguageModel(backend, gguf_tokenizer(gguf), system_prompt=params.system_prompt)
+    return gguf
+
+
+def _llama_backend(gguf: Path, params):
+    from .backends.llama import LlamaCppBackend
+
+    return LlamaCppBackend(gguf, params.threads, gpu_layers=params.gpu_layers)  # first: it names a file that is no GGUF
+
+
+SERVED_PROBE = "Please bring me a glass of water from the kitchen."  # the start-up check's text
+
+
+def _served_language_model(params):
+    """The served model, read through its tokenizer (model.path: a GGUF or a Hugging Face
+    folder of the served model; empty: the embedded model's), checked against the server
+    at start-up; with `fallback: local`, the model at model.path behind it."""
+    from transformers import AutoTokenizer
+
+    from .backends.fallback import FallbackBackend
+    from .backends.served import ServedBackend, ServerError
+    from .lm import LanguageModel
+
+    local_gguf = None
+    if params.path is None or params.path.endswith(".gguf"):
+        local_gguf = _gguf(params)
+        tokenizer = gguf_tokenizer(local_gguf)
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(resolve_model_dir(params.path))
+    served = ServedBackend(params.server, tokenizer)
+    try:
+        served.check_tokenizer(tokenizer, SERVED_PROBE)
+    except ServerError as err:
+        if params.fallback != "local":
+            raise
+        backend = FallbackBackend(served, _llama_backend(local_gguf, params))
+        backend.server_failed(err)
+        return LanguageModel(backend, tokenizer, system_prompt=params.system_prompt)
+    if params.fallback == "local":
+        if local_gguf is None:
+            raise ModelError("model.server.fallback local runs a GGUF file: model.path must name one (or be empty)")
+        served = FallbackBackend(served, _llama_backend(local_gguf, params))
+    return LanguageModel(served, tokenizer, system_prompt=params.system_prompt)

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import BACKENDS, SYSTEM_PROMPT, WEIGHTS, ConfigError, EngineConfig, VerifierRule
+from .backends.served import ServerSettings
+from .config import BACKENDS, FALLBACKS, SYSTEM_PROMPT, WEIGHTS, ConfigError, EngineConfig, ModelError, VerifierRule
 from .sentences import SentenceRules
 
 
@@ -23,6 +24,9 @@ class ModelParams:
     backend: str = "auto"
     weights: str = "f16"
     threads: int = 0
+    gpu_layers: int = -1  # llama_cpp: layers offloaded to the GPU; -1 = all where llama.cpp was built with one
+    server: ServerSettings | None = None  # model.backend sglang or openai: the inference server
+    fallback: str = "notice"
 
     def __post_init__(self):
         if self.backend not in BACKENDS:
@@ -31,6 +35,10 @@ class ModelParams:
             raise ConfigError(f"unknown model.weights {self.weights!r}: choose one of {', '.join(WEIGHTS)}")
         if self.threads < 0:
             raise ConfigError(f"model.threads must be >= 0 (0: every core), got {self.threads}")
+        if self.fallback not in FALLBACKS:
+            raise ConfigError(f"unknown model.server.fallback {self.fallback!r}: choose one of {', '.join(FALLBACKS)}")
+        if self.gpu_layers < -1:
+            raise ConfigError(f"model.gpu_layers must be -1 (all), 0 (CPU only) or a count, got {self.gpu_layers}")
 
 
 # name -> (default, description); each default is the one its dataclass declares.
@@ -42,6 +50,25 @@ ENGINE_PARAMS: dict[str, tuple[Any, str]] = {
     "model.threads": (
         ModelParams.threads,
         "llama_cpp: threads per forward pass; 0 = every core but one in predgen_node (ASR and TTS share the CPU), every core in bench",
+    ),
+    "model.gpu_layers": (
+        ModelParams.gpu_layers,
+        "llama_cpp: layers offloaded to the GPU; -1 = all where llama.cpp was built with CUDA or Metal, 0 = CPU only",
+    ),
+    "model.server.url": ("", "sglang / openai: the inference server, http(s)://host:port"),
+    "model.server.model": ("", "openai: the served model's name in each request (vLLM: as it serves it)"),
+    "model.server.token_ids": (
+        ServerSettings.token_ids,
+        "openai: the prompt as token ids (vLLM); false: as text (llama-cpp-python's server)",
+    ),
+    "model.server.timeout_s": (ServerSettings.timeout_s, "sglang / openai: a request unanswered this long has failed"),
+    "model.server.top_k": (ServerSettings.top_k, "sglang / openai: top choices returned per position"),
+    "model.server.api_key_env": ("", "sglang / openai: the environment variable holding the API key (never logged)"),
+    "model.server.api_key_file": ("", "sglang / openai: or a file holding it on its first line"),
+    "model.server.ca_file": ("", "https: a certificate authority to trust besides the system's"),
+    "model.server.fallback": (
+        ModelParams.fallback,
+        "a server that fails mid-turn: notice (a short spoken apology) | local (the robot's own model.path, same tokenizer)",
     ),
     "model.device": (ModelParams.device, "transformers: auto | cpu | cuda[:N]"),
     "model.dtype": (ModelParams.dtype, "transformers: auto | float32 | float16 | bfloat16"),
@@ -184,4 +211,29 @@ def engine_config(params: dict[str, Any]) -> tuple[EngineConfig, ModelParams]:
         p["model.backend"],
         p["model.weights"],
         int(p["model.threads"]),
+        int(p["model.gpu_layers"]),
+        _server(p),
+        p["model.server.fallback"],
     )
+
+
+def _server(p: dict[str, Any]) -> ServerSettings | None:
+    """The server a served backend names; None for a model in this process."""
+    if p["model.backend"] not in ("sglang", "openai"):
+        return None
+    if not p["model.server.url"]:
+        raise ConfigError(f"model.backend {p['model.backend']} needs model.server.url (http(s)://host:port)")
+    try:
+        return ServerSettings(
+            p["model.server.url"],
+            p["model.backend"],
+            p["model.server.model"],
+            bool(p["model.server.token_ids"]),
+            float(p["model.server.timeout_s"]),
+            int(p["model.server.top_k"]),
+            p["model.server.api_key_env"],
+            p["model.server.api_key_file"],
+            p["model.server.ca_file"],
+        )
+    except ModelError as err:
+        raise ConfigError(str(err)) from None

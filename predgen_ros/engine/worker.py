@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from ..events import Emission, Heard
 from ..os_threads import name_thread
 from ..turn_events import ENDINGS, TurnEvent, TurnKind
+from .backends.served import ServerError
+from .config import SERVER_NOTICE
 from .session import Session
 from .turn import TurnStats
 
@@ -169,6 +171,15 @@ class EngineWorker:
         the worker keeps serving the next one."""
         try:
             action(*args)
+        except ServerError as err:  # the served model failed and nothing stands behind it: no traceback
+            self.errors += 1
+            turn = self.session.turn
+            log.error("%s; dropping the turn %r", err, turn.user_text or "(no final yet)")
+            if turn.t_final is not None and turn.t_commit is None:  # the user waits for an answer: tell them
+                self.emit(Emission.NOTICE, SERVER_NOTICE, turn)
+            elif turn.t_commit is not None and not turn.reply:
+                self.emit(Emission.INTERRUPTED, "", turn)
+            self.session.abandon_turn()
         except Exception:
             self.errors += 1
             turn = self.session.turn

@@ -196,6 +196,9 @@ class PredgenNode(ManagedNode):
         elif kind is Emission.INTERRUPTED:
             self.say_pub.publish(String(data=""))
             release_free_memory()
+        elif kind is Emission.NOTICE:  # the served model failed: a short apology instead of the reply
+            self.say_pub.publish(String(data=text))
+            self.say_pub.publish(String(data=""))
 
     def _on_commit(self, text: str, turn: TurnStats) -> None:
         self.turns += 1

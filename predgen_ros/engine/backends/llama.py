@@ -28,6 +28,7 @@ from ..config import ModelError
 # llama.cpp's default, predgen_node grew 75 MB in a soak once prompts passed 512 tokens;
 # 128 bounds it early, at the same prompt speed (docs/results/stress.md).
 N_BATCH = 128
+ALL_LAYERS = 999  # n_gpu_layers that offloads every layer of any model
 N_CTX = 4096  # tokens per context: prompts stay under generation.history_tokens (1024) plus the reply
 
 _LOG_LEVEL_ERROR = 4  # ggml_log_level: messages below it are dropped
@@ -117,12 +118,16 @@ class LlamaCppBackend:
     name = "llama_cpp"
     context_length = N_CTX
 
-    def __init__(self, gguf: Path, threads: int = 0, ubatch: int = N_BATCH):
+    def __init__(self, gguf: Path, threads: int = 0, ubatch: int = N_BATCH, gpu_layers: int = -1):
+        """`gpu_layers`: layers offloaded to the GPU, -1 all; none where this llama.cpp was
+        built without GPU offload (the CPU wheel `make venv` builds)."""
         self.lib = lib = _llama()
         self.path = Path(gguf)
         self.threads = threads or default_threads()
         self.ubatch = ubatch
+        self.gpu_layers = (ALL_LAYERS if gpu_layers < 0 else gpu_layers) if lib.llama_supports_gpu_offload() else 0
         params = lib.llama_model_default_params()
+        params.n_gpu_layers = self.gpu_layers
         params.use_extra_bufts = False  # the AMX repack aborts on some Xeons (llama.cpp #20824)
         self.model = lib.llama_model_load_from_file(str(self.path).encode(), params)
         if not self.model:
@@ -187,4 +192,6 @@ class LlamaCppBackend:
         return self.lib.llama_model_size(self.model)
 
     def describe(self) -> dict[str, str]:
-        return {"backend": self.name, "device": "cpu", "weights": self.path.name, "threads": str(self.threads)}
+        n_layers = self.lib.llama_model_n_layer(self.model)
+        device = f"gpu ({min(self.gpu_layers, n_layers)} of {n_layers} layers)" if self.gpu_layers else "cpu"
+        return {"backend": self.name, "device": device, "weights": self.path.name, "threads": str(self.threads)}

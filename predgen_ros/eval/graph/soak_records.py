@@ -38,6 +38,8 @@ class RequestRow:
     first_audio_s: float = math.nan  # from the true end of speech
     detector_lag_s: float = math.nan
     recognizer_lag_s: float = math.nan
+    llm_after_final_s: float = math.nan
+    tts_s: float = math.nan  # the first audio after the commit
     reply: str = ""
 
     @classmethod
@@ -52,6 +54,8 @@ class RequestRow:
         row.first_audio_s = float(report["t_first_audio"]) - t_true_end
         row.detector_lag_s = float(report["t_end_of_speech"]) - t_true_end
         row.recognizer_lag_s = float(report["t_final_transcript"]) - t_true_end
+        row.llm_after_final_s = float(report["t_commit"]) - float(report["t_final_transcript"])
+        row.tts_s = float(report["t_first_audio"]) - float(report["t_commit"])
         return row
 
 
