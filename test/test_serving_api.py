@@ -144,3 +144,20 @@ def test_an_unreachable_server_is_one_line_naming_the_address():
     with pytest.raises(ServerError) as err:
         Transport(ServerSettings(f"http://127.0.0.1:{port}", timeout_s=2)).post("/generate", {})
     assert f"http://127.0.0.1:{port}/generate: unreachable" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_decoding_step_asks_for_the_next_tokens_row_alone_without_echo():
+    api = OpenAiCompletionsApi(top_k=2, model="", token_ids=True)
+    assert api.body([5, 6, 7], start=2, rid="r")["echo"] is False  # one new token: its row is the generated one's
+    response = {
+        "choices": [{"logprobs": {"top_logprobs": [{"token_id:8": -0.1, "token_id:4": -2.6}]}}],
+        "usage": {"prompt_tokens": 3},
+    }
+    assert api.parse(response, [5, 6, 7], start=2).rows == [{8: -0.1, 4: -2.6}]
+
+
+def test_a_generated_bos_id_that_llama_cpp_python_leaves_out_is_the_top_choice():
+    vocab = {1: "<|im_start|>", 2: "<|im_end|>", 5: "hi"}
+    api = OpenAiCompletionsApi(2, "", token_ids=False, decode=lambda ids: "".join(vocab[i] for i in ids), vocab=vocab, bos_id=1)
+    left_out = {"choices": [{"logprobs": {"top_logprobs": []}}], "usage": {"prompt_tokens": 3}}
+    assert api.parse(left_out, [1, 5, 2], start=2).rows == [{1: 0.0}]  # after <|im_end|>: the next message's start

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
+import sys
 import time
 from pathlib import Path
 
@@ -36,6 +38,7 @@ def cmd_serve_model(args: argparse.Namespace) -> int:
     from ..eval.served.model_server import ModelServer
 
     gguf = args.model or embedded_gguf("f16")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # a stop request ends the server with it, as Ctrl-C does
     with ModelServer(gguf, args.port, threads=args.threads) as server:
         print(f"serving {gguf.name} on {server.url} (OpenAI-style; robots: model.backend openai, model.server.url {server.url}, "
               "model.server.token_ids false); Ctrl-C stops it", flush=True)  # fmt: skip

@@ -98,6 +98,8 @@ class AsrNode(ManagedNode):
         self._watch = self.create_timer(0.5, self._on_watch)
         self.thread = threading.Thread(target=self._guarded, args=(self._source,), name="asr-source", daemon=True)
         self.thread.start()
+        echo = self.p["asr.echo_cancel"] if self.ear is not None and self.ear.echo is not None else "none"
+        self.get_logger().info(f"ready (active): backend={self.p['asr.backend']} input={self.p['asr.input']} echo_cancel={echo}")
 
     def deactivate(self) -> None:
         self._stopping.set()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 from std_msgs.msg import Bool, Header, Int16MultiArray, String
@@ -36,7 +37,7 @@ from .common import AUDIO_QOS, ERROR, OK, STATE_QOS, TEXT_QOS, ManagedNode, Star
 from .messages import audio_chunk, candidate_of, decision_of, first_audio, reference_chunk, voice_event
 from .peer_watch import PeerWatch
 
-RETELL_S = 0.5  # robot_speaking is told a new reader twice: when it matches and this long after
+RETELL_S = 0.5  # a new reader of robot_speaking is told the robot is silent when it matches and this long after
 TTS_PARAMS = {
     "tts.voice_path": ("", "Piper voice .onnx (its .onnx.json beside it); empty = embedded en_US joe medium"),
     "tts.sink": ("speaker", f"{' | '.join(SINKS)}"),
@@ -138,6 +139,8 @@ class TtsNode(ManagedNode):
             self.create_subscription(Header, "turn/decision", self._on_decision, TEXT_QOS),
             self.create_subscription(String, "turn/events", self._on_user_turn, TEXT_QOS),
         ]
+        voice = Path(self.p["tts.voice_path"]).name if self.p["tts.voice_path"] else "embedded en_US joe medium"
+        self.get_logger().info(f"ready (active): voice={voice} sink={self.p['tts.sink']}")
         self._watch = self.create_timer(0.02, self._on_watch)
 
     def deactivate(self) -> None:
@@ -212,18 +215,20 @@ class TtsNode(ManagedNode):
             self.speaking_pub.publish(Bool(data=speaking))
 
     def _tell_new_readers(self) -> None:
-        """robot_speaking again whenever a reader joins, and once more RETELL_S later (the
-        reader's side of the match may lag ours): asr_node reads it volatile (see STATE_QOS),
-        so a value published before it matched never reaches it, and after tts_node restarted
-        mid-reply it took the robot for speaking until the next reply (docs/results/stress.md)."""
+        """A reader of robot_speaking that joins while the robot is silent is told so, when
+        it matches and again RETELL_S later (the reader's side of the match may lag ours):
+        asr_node reads it volatile (see STATE_QOS), so the `false` a tts_node restarted
+        mid-reply published before asr_node matched it never arrived, and asr_node took the
+        robot for speaking until the next reply (docs/results/stress.md).  Never `true`:
+        listeners count replies by it."""
         readers, now = self.speaking_pub.get_subscription_count(), time.time()
         retell = readers > self._readers or (self._retell_at is not None and now >= self._retell_at)
         if readers > self._readers:
             self._retell_at = now + RETELL_S
         elif retell:
             self._retell_at = None
-        if retell and self.context.ok():
-            self.speaking_pub.publish(Bool(data=self.speaking))
+        if retell and not self.speaking and self.context.ok():
+            self.speaking_pub.publish(Bool(data=False))
         self._readers = readers
 
     def _publish_audio(self, chunk: np.ndarray, sample_rate: int) -> None:

@@ -113,12 +113,15 @@ class OpenAiCompletionsApi:
             self._ids_of.setdefault(text, []).append(token)
 
     def body(self, tokens: list[int], start: int, rid: str) -> dict:
+        """`echo` only when more than the next token's row is asked: llama-cpp-python's server
+        ranks the whole vocabulary in Python for every echoed token (60-70 ms each here:
+        docs/results/served.md), so a decoding step asks for the generated token's row alone."""
         body = {
             "model": self.model,
             "prompt": tokens if self.token_ids else self.decode(tokens),
             "max_tokens": 1,
             "temperature": 0.0,
-            "echo": True,
+            "echo": start < len(tokens) - 1,
             "logprobs": self.top_k,
         }
         if self.token_ids:
@@ -137,12 +140,17 @@ class OpenAiCompletionsApi:
                 f"/v1/completions read the prompt as {seen} tokens, the robot's tokenizer as {len(tokens) + bos}: "
                 "the server runs another tokenizer (model.path must name the served model's)"
             )
+        if start == len(tokens) - 1:  # no echo: the one entry is the generated token's, the row after the prompt
+            if tops and tops[0] is not None:
+                return Scored([self._row(tops[0])])
+            return Scored([self._generated_bos()])
         rows_at = self._rows_by_position(tops, tokens)
         rows = []
         for position in range(start + 1, len(tokens) + 1):
             entry = rows_at.get(position)
             if entry is None and position == len(tokens):
-                raise ResponseError("/v1/completions: no top_logprobs for the token after the prompt")
+                rows.append(self._generated_bos())
+                continue
             rows.append(self._row(entry or {}))  # none at the first token or around a BOS: nothing reads those
         return Scored(rows)
 
@@ -164,6 +172,14 @@ class OpenAiCompletionsApi:
             raise ResponseError(f"/v1/completions: {len(tops)} token rows for {len(kept)} tokens: the server tokenized otherwise")
         offset = 1 if self.bos else 0
         return {i + 1 - offset: entry for i, entry in zip(kept, tops)}
+
+    def _generated_bos(self) -> TopRow:
+        """The row after the prompt when the server left it out: llama-cpp-python leaves out
+        a generated token whose id is the BOS (SmolLM2's <|im_start|>, the next message's
+        start), so that token was the top choice; its runners-up are unknown."""
+        if self.token_ids or self.bos_id is None:
+            raise ResponseError("/v1/completions: no top_logprobs for the token after the prompt")
+        return {self.bos_id: 0.0}
 
     def _row(self, entry: dict) -> TopRow:
         row: TopRow = {}

@@ -33,7 +33,7 @@ from ...nodes.bringup import Graph
 from ..barge_in.interruption_bag import first_voiced_s, last_voiced_s
 from ..barge_in.interruptions import CHUNK_S, EVAL_STOPS, NODES, REACTION_S, AudioFeed, Recorder
 from ..hearing.echo_mic import RoomMicrophone, probe_speech
-from .soak_faults import DURING_REPLY, FAULTS
+from .soak_faults import DURING_REPLY, FAULTS, LINE_WAIT_S
 from .soak_plan import ACKNOWLEDGEMENT, BARGE_IN, SoakTurn, UserVoice, plan_soak
 from .soak_records import CsvLog, RequestRow, ResourceSampler, drift, memory_growth, plot, verdicts
 
@@ -208,7 +208,9 @@ class SpokenSoak:
         print(f"soak: fault {turn.fault} before turn {turn.number}: {outcome}", file=sys.stderr, flush=True)
 
     def restart(self, node: str) -> str:
-        """Kill `node` as a crash would, respawn it, and wait until the graph hears through it again."""
+        """Kill `node` as a crash would, respawn it, and wait until the graph hears through it
+        again and the new node has said so in its log."""
+        mark = self.log_mark()
         self.graph.kill(node)
         self.rec.health.pop(node, None)
         self.graph.launch(node)
@@ -219,7 +221,7 @@ class SpokenSoak:
         hearing = lambda: node != "asr_node" or self.rec.value(node, "state") in ("listening", "muted")  # noqa: E731
         if not self.rec.wait_for(lambda: node in self.rec.health and hearing(), self.settings.restart_timeout_s):
             return f"{node} came back but never reported that it hears"
-        return "ok"
+        return self.said_since(mark, node, ("ready (active)",), LINE_WAIT_S)
 
     def _respawn_crashed(self) -> bool:
         """A node that exited by itself is respawned and counted; False once too many have."""
