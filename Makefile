@@ -65,7 +65,7 @@ stress: venv
 	ROS_DOMAIN_ID=$(STRESS_DOMAIN_ID) $(VENV)/bin/predgen-ros stress --turns 300 --out stress-out
 
 # 1,000 turns spoken into asr_node's microphone (Whisper, the echo canceller) in a room that hears
-# the robot, with the audio path's faults (~3 h at real time); SOAK_TURNS for a shorter one
+# the robot, with the audio path's faults (~2 h 45 min at real time); SOAK_TURNS for a shorter one
 SOAK_TURNS ?= 1000
 soak: venv
 	ROS_DOMAIN_ID=$(STRESS_DOMAIN_ID) $(VENV)/bin/predgen-ros stress --ear spoken --turns $(SOAK_TURNS) --out soak-out
