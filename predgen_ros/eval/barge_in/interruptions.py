@@ -183,6 +183,17 @@ class Recorder(GraphProbe):
         if handed is not None:
             room.robot_played(np.asarray(msg.data, dtype=np.int16), audio_rate(msg), handed)
 
+    def ready_to_speak(self, feed: AudioFeed) -> None:
+        """Until the graph hears the feed and this recorder hears the graph, every node is
+        connected, and the robot is quiet: a user may speak."""
+        self.spin_until(
+            lambda: self.reset.service_is_ready() and feed.pub.get_subscription_count() > 0 and self.hears_the_graph(),
+            120,
+            "the graph",
+        )
+        self.wait_connected(NODES)
+        self.wait_quiet()
+
     def hears_the_graph(self) -> bool:
         """Every topic recorded has a matched writer: nothing the graph says is missed."""
         return all(s.get_publisher_count() > 0 for s in self.listening)
@@ -333,13 +344,7 @@ def run_policy(
         rec.wait_active(NODES)
         feed = AudioFeed(rec.node, room)  # silence from now on: the ear's clock runs while the evaluation waits
         try:
-            rec.spin_until(
-                lambda: rec.reset.service_is_ready() and feed.pub.get_subscription_count() > 0 and rec.hears_the_graph(),
-                120,
-                "the graph",
-            )
-            rec.wait_connected(NODES)
-            rec.wait_quiet()
+            rec.ready_to_speak(feed)
             for i, (trial, question, event) in enumerate(trials):
                 if room is not None and i % ROOM_BLOCK == 0:  # between trials, so never mid-reply
                     room.enter_room(room_seed * 1000 + i // ROOM_BLOCK)

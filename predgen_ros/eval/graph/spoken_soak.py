@@ -270,13 +270,7 @@ def run_spoken_soak(settings: SoakSettings, progress=None) -> SoakResult:
             rec.wait_active(NODES)
             feed = AudioFeed(rec.node, room)
             try:
-                rec.spin_until(
-                    lambda: rec.reset.service_is_ready() and feed.pub.get_subscription_count() > 0 and rec.hears_the_graph(),
-                    120,
-                    "the graph",
-                )
-                rec.wait_connected(NODES)
-                rec.wait_quiet()
+                rec.ready_to_speak(feed)
                 return SpokenSoak(settings, graph, rec, feed, log_path).run(plan, progress)
             finally:
                 feed.close()
